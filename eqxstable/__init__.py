@@ -1,0 +1,14 @@
+"""eqxstable: rebuilt Equinox modules that do not recompile."""
+
+import importlib.metadata
+
+from ._caches import clear_caches as clear_caches
+from ._errors import (
+    RecompileError as RecompileError,
+    RecompileWarning as RecompileWarning,
+    RegistryError as RegistryError,
+    StabilityWarning as StabilityWarning,
+)
+
+
+__version__ = importlib.metadata.version("eqxstable")
