@@ -1,0 +1,65 @@
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import hypothesis
+import jax
+import jax.random as jr
+import pytest
+
+from .helpers import compile_log as _compile_log, CompileLog
+
+
+# Hypothesis: JAX makes single examples slow and uneven (the first call compiles), so no deadline.
+# On CI the examples are derandomised, so a failure reproduces from the log alone.
+hypothesis.settings.register_profile("dev", deadline=None)
+hypothesis.settings.register_profile(
+    "ci", deadline=None, derandomize=True, database=None, print_blob=True
+)
+hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+_MULTIDEVICE_DIR = Path(__file__).parent / "multidevice"
+_FAKE_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
+_MSG_NO_FAKE_DEVICES = (
+    "`multidevice` tests need 8 CPU devices, which XLA only creates when the process starts with "
+    f"XLA_FLAGS={_FAKE_DEVICES_FLAG}; run them with `bash scripts/test.sh`, which does so."
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "multidevice: needs 8 (fake CPU) devices; `scripts/test.sh` runs these in their own "
+        "process with XLA_FLAGS=--xla_force_host_platform_device_count=8.",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Every test file under tests/multidevice/ is a multi-device test, marked or not, so that
+    # `-m "not multidevice"` and `-m multidevice` split the suite cleanly.
+    has_fake_devices = _FAKE_DEVICES_FLAG in os.environ.get("XLA_FLAGS", "")
+    for item in items:
+        if _MULTIDEVICE_DIR in Path(item.path).parents:
+            item.add_marker(pytest.mark.multidevice)
+        if item.get_closest_marker("multidevice") and not has_fake_devices:
+            item.add_marker(pytest.mark.skip(reason=_MSG_NO_FAKE_DEVICES))
+
+
+@pytest.fixture
+def getkey() -> Callable[[], jax.Array]:
+    """A fresh PRNG key on every call, the same sequence in every test (as in Equinox's tests)."""
+    key = jr.key(0)
+
+    def _getkey() -> jax.Array:
+        nonlocal key
+        key, subkey = jr.split(key)
+        return subkey
+
+    return _getkey
+
+
+@pytest.fixture
+def compiles() -> Iterator[CompileLog]:
+    """JAX's compile log over the whole test: see `tests/helpers.py::compile_log`."""
+    with _compile_log() as log:
+        yield log

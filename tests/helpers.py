@@ -1,0 +1,130 @@
+"""Shared test helpers: two independent witnesses that a function did not recompile.
+
+1. [`count_traces`][]: a `nonlocal`-style counter that runs in the Python body of the function, so
+   it counts traces (equinox `tests/test_jit.py::test_num_traces`).
+2. [`compile_log`][]: JAX's own compile log (`jax.log_compiles()`), captured as the names of the
+   functions XLA compiled (optax `_src/test_utils.py`).
+
+The library's own accounting (`cache_info()`, `.misses`) must agree with both.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import jax
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# JAX logs one record per stage when `jax.log_compiles()` is on; these two mark a finished trace
+# and a finished XLA compilation. The name is what `jax.jit` calls the function (its `__name__`).
+_TRACED = re.compile(r"Finished tracing (?P<name>\S+) for \w+ in")
+_COMPILED = re.compile(r"Finished XLA compilation of \w+\((?P<name>.*)\) in")
+
+
+@dataclasses.dataclass
+class CompileLog:
+    """What JAX reported inside a [`compile_log`][] block.
+
+    - `compiled`: the name of every function XLA compiled, in order (one entry per compilation).
+    - `traced`: the name of every function JAX traced to a jaxpr, in order.
+
+    JAX compiles small helper programs too (`broadcast_in_dim`, `add`, ... when eager `jnp` code
+    runs), so tests should count a *named* function: `log.count("f")`.
+    """
+
+    compiled: list[str] = dataclasses.field(default_factory=list)
+    traced: list[str] = dataclasses.field(default_factory=list)
+
+    def count(self, name: str) -> int:
+        """The number of compilations of the function called `name`."""
+        return self.compiled.count(name)
+
+
+class _ToCompileLog(logging.Handler):
+    def __init__(self, log: CompileLog):
+        super().__init__(level=logging.DEBUG)
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if match := _COMPILED.search(message):
+            self.log.compiled.append(match["name"])
+        elif match := _TRACED.search(message):
+            self.log.traced.append(match["name"])
+
+
+# `jax.log_compiles()` flips a process-wide flag, so two blocks must not overlap.
+_compile_log_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def compile_log() -> Iterator[CompileLog]:
+    """Captures JAX's compile log for the duration of the block.
+
+    **Returns:** a [`CompileLog`][] that fills up while the block runs.
+
+    !!! example
+
+        ```python
+        with compile_log() as log:
+            f(x)
+            f(x)
+        assert log.count("f") == 1
+        ```
+    """
+    log = CompileLog()
+    handler = _ToCompileLog(log)
+    logger = logging.getLogger("jax")
+    with _compile_log_lock, jax.log_compiles():
+        logger.addHandler(handler)
+        try:
+            yield log
+        finally:
+            logger.removeHandler(handler)
+
+
+class TraceCounter(Generic[_F]):
+    """A function wrapper that counts how often its Python body runs, i.e. how often it is traced
+    once it is jitted. Made by [`count_traces`][]."""
+
+    # Set by `functools.update_wrapper`; declared so that type checkers know them.
+    __name__: str
+    __wrapped__: _F
+
+    def __init__(self, fn: _F):
+        self.fn = fn
+        self.count = 0
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self.fn(*args, **kwargs)
+
+
+def count_traces(fn: _F) -> TraceCounter[_F]:
+    """Wraps `fn` so that `.count` is the number of times its body ran. Jit the result:
+
+    ```python
+    def f(x):
+        return x + 1
+
+    counter = count_traces(f)
+    jitted = es.filter_jit(counter)
+    jitted(jnp.ones(3))
+    jitted(jnp.ones(3))
+    assert counter.count == 1
+    ```
+
+    The counter is mutable state, so it has an identity key: use it on the function being jitted,
+    never on a callable that a test passes as a *static argument* expecting it to be interned.
+    There, write the counter by hand with `nonlocal` in a function defined once, as in
+    `test_count_traces_by_hand` in `tests/test_helpers.py`.
+    """
+    return TraceCounter(fn)
