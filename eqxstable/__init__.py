@@ -9,6 +9,8 @@ from ._errors import (
     RegistryError as RegistryError,
     StabilityWarning as StabilityWarning,
 )
+from ._keys import stable_key as stable_key
+from ._registry import intern as intern, lookup as lookup, register as register
 
 
 __version__ = importlib.metadata.version("eqxstable")

@@ -1,0 +1,99 @@
+"""The small hashable objects that stable keys are built from.
+
+A key is a `Key` wrapping nested plain tuples. Inside those tuples three helper types stand for
+things that are not compared by value: `Identity` (this very object, the safe fallback),
+`Namespace` (a module's globals: compared by identity, but that is the normal case for a function,
+not a fallback), and `Equal` (an object of a class with its own `__eq__`/`__hash__`, compared with
+that equality within one exact type).
+"""
+
+from typing import Any
+
+import numpy as np
+
+
+class Key:
+    """A stable key: `stable_key(a) == stable_key(b)` exactly when `a` and `b` are equivalent.
+
+    The hash is computed once, so a key is cheap to use in a dict however deep it is.
+    """
+
+    __slots__ = ("parts", "identity", "_hash")
+
+    def __init__(self, parts: Any, identity: bool):
+        self.parts = parts
+        # Whether any part of this key fell back to identity (a list, a plain object, ...).
+        self.identity = identity
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not Key:
+            return NotImplemented
+        return self._hash == other._hash and self.parts == other.parts
+
+    def __repr__(self) -> str:
+        return f"Key({self.parts!r})"
+
+
+class Identity:
+    """Stands for one particular object. It holds a strong reference, so that a later object that
+    reuses a dead object's `id()` can never compare equal to it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.obj is self.obj  # pyright: ignore
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.obj).__name__} at {id(self.obj):#x})"
+
+
+class Namespace(Identity):
+    """A globals dictionary (or module, class, builtin): compared by identity, as `Identity`, but
+    that is expected rather than a fallback worth reporting."""
+
+    __slots__ = ()
+
+
+class Equal:
+    """An object whose class defines `__eq__` and `__hash__`: compared with its own equality, and
+    only against objects of exactly the same type."""
+
+    __slots__ = ("obj", "_hash")
+
+    def __init__(self, obj: Any, obj_hash: int):
+        self.obj = obj
+        self._hash = hash((type(obj), obj_hash))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Equal:
+            return False
+        a, b = self.obj, other.obj
+        if a is b:
+            return True
+        if type(a) is not type(b) or self._hash != other._hash:
+            return False
+        try:
+            # A user `__eq__` may return an array or raise: anything but a plain `True` means
+            # "not proven equal", which only ever costs a recompile.
+            result = a == b
+            return result if type(result) is bool else type(result) is np.bool_ and bool(result)
+        except Exception:
+            return False
+
+    def __repr__(self) -> str:
+        return f"Equal({self.obj!r})"

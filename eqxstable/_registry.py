@@ -1,0 +1,211 @@
+"""The interning registry: one canonical instance per equivalence class, and named callables."""
+
+import difflib
+import operator
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import numpy as np
+
+from ._caches import cache_clears
+from ._errors import RegistryError
+from ._key_types import Identity, Key
+from ._keys import _clear_memo, stable_key
+
+
+_T = TypeVar("_T")
+
+# Canonical instances that support weak references (functions, partials, modules) are held
+# weakly: the registry never keeps alive what only it references. The others (tuples, numbers,
+# read-only arrays) are held strongly in a bounded table; evicting one only costs a recompile.
+_MAX_STRONG = 4096
+_weak: dict[Key, weakref.ref] = {}
+_strong: "OrderedDict[Key, Any]" = OrderedDict()
+_names: dict[str, Any] = {}
+# Re-entrant: interning a container interns its elements.
+_lock = threading.RLock()
+
+
+MSG_TAKEN = (
+    "`eqxstable.register({name!r}, ...)`: the name {name!r} is already registered to "
+    "{old!r}, which is not equivalent to the new {new!r}. Register the new callable under "
+    "another name, or pass the same callable (an equivalent rebuilt one is fine)."
+)
+MSG_UNKNOWN = (
+    "`eqxstable.lookup({name!r})`: no callable is registered under {name!r}.{hint} "
+    "Register one first with `eqxstable.register({name!r}, fn)`."
+)
+MSG_NAME_TYPE = "`eqxstable.register(name, ...)`: `name` must be a str, not {type}."
+
+
+def _drop(key: Key, ref: weakref.ref) -> None:
+    with _lock:
+        if _weak.get(key) is ref:
+            del _weak[key]
+
+
+def _find(key: Key) -> Any:
+    """The live canonical instance for `key`, or `None`. A canonical whose closure cells were
+    rebound since it was interned no longer matches its key, so it is dropped, never returned."""
+    ref = _weak.get(key)
+    if ref is not None:
+        canonical = ref()
+    elif key in _strong:
+        canonical = _strong[key]
+        _strong.move_to_end(key)
+    else:
+        return None
+    if canonical is None or stable_key(canonical) != key:
+        _weak.pop(key, None)
+        _strong.pop(key, None)
+        return None
+    return canonical
+
+
+def _canonical_copy(obj: Any) -> Any:
+    """`obj` itself, except that NumPy arrays keyed by their contents are replaced by read-only
+    copies, so that the canonical instance cannot be changed under its key."""
+    if type(obj) is np.ndarray:
+        copy = obj.copy()
+        copy.flags.writeable = False
+        return copy
+    if isinstance(obj, (tuple, frozenset)):
+        copies = [_canonical_copy(x) for x in obj]
+        if all(map(operator.is_, copies, obj)):
+            return obj
+        if type(obj) in (tuple, frozenset):
+            return type(obj)(copies)
+        if hasattr(obj, "_make"):
+            return obj._make(copies)  # pyright: ignore
+    return obj
+
+
+def intern(obj: _T) -> _T:
+    """Returns the canonical instance of `obj`'s equivalence class.
+
+    The first member seen becomes canonical; later equivalent objects return that same instance,
+    so that `intern(a) is intern(b)` exactly when `a` and `b` are equivalent (see
+    [`eqxstable.stable_key`][]). An object that cannot be proven equivalent to anything else is
+    returned unchanged. A NumPy array is returned as a read-only copy.
+
+    **Arguments:**
+
+    - `obj`: any Python object.
+
+    **Returns:**
+
+    The canonical instance, equivalent to `obj`.
+
+    !!! example
+
+        ```python
+        import eqxstable as es
+
+        acts = [es.intern(lambda x: x * 2) for _ in range(3)]
+        assert acts[0] is acts[1] is acts[2]
+        ```
+    """
+    key = stable_key(obj)
+    with _lock:
+        canonical = _find(key)
+        if canonical is not None:
+            return canonical
+        if type(key.parts) is Identity:
+            # Keyed by its own identity: it is alone in its class, there is nothing to store.
+            return obj
+        canonical = _canonical_copy(obj)
+        try:
+            _weak[key] = weakref.ref(canonical, lambda r, key=key: _drop(key, r))
+        except TypeError:
+            _strong[key] = canonical
+            if len(_strong) > _MAX_STRONG:
+                _strong.popitem(last=False)
+        return canonical
+
+
+@overload
+def register(name: str) -> Callable[[_T], _T]: ...
+
+
+@overload
+def register(name: str, fn: _T) -> _T: ...
+
+
+def register(name: str, fn: Any = None) -> Any:
+    """Names a shared callable (an activation, say) and returns its canonical instance.
+
+    Re-registering an equivalent callable under the same name returns the canonical one, so a
+    module that registers its activation in `__init__` may be rebuilt freely.
+
+    **Arguments:**
+
+    - `name`: the name, looked up later with [`eqxstable.lookup`][].
+    - `fn`: the callable. Omit it to use `register` as a decorator.
+
+    **Returns:**
+
+    The canonical instance of `fn` (or, without `fn`, a decorator that registers its argument).
+
+    **Raises:**
+
+    [`eqxstable.RegistryError`][] if `name` is taken by a callable that is not equivalent.
+
+    !!! example
+
+        ```python
+        @es.register("swish")
+        def swish(x):
+            return x * jax.nn.sigmoid(x)
+
+        assert es.lookup("swish") is swish
+        ```
+    """
+    if not isinstance(name, str):
+        raise TypeError(MSG_NAME_TYPE.format(type=type(name).__name__))
+    if fn is None:
+        return lambda f: register(name, f)
+    canonical = intern(fn)
+    with _lock:
+        old = _names.get(name)
+        if old is None:
+            _names[name] = canonical
+            return canonical
+        if old is canonical or stable_key(old) == stable_key(fn):
+            return old
+        raise RegistryError(MSG_TAKEN.format(name=name, old=old, new=fn))
+
+
+def lookup(name: str) -> Any:
+    """The callable registered under `name` with [`eqxstable.register`][].
+
+    **Arguments:**
+
+    - `name`: the registered name.
+
+    **Returns:**
+
+    The canonical instance registered under `name`.
+
+    **Raises:**
+
+    [`eqxstable.RegistryError`][] (a `KeyError`) listing close matches if `name` is unknown.
+    """
+    try:
+        return _names[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), list(_names), n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise RegistryError(MSG_UNKNOWN.format(name=name, hint=hint)) from None
+
+
+def _clear() -> None:
+    with _lock:
+        _weak.clear()
+        _strong.clear()
+    _clear_memo()
+
+
+cache_clears.append(_clear)
