@@ -133,7 +133,12 @@ def _numpy_scalar(obj, ctx, content_ok):
 
 
 def _slice(obj, ctx, content_ok):
-    return (slice, _key(obj.start, ctx, False), _key(obj.stop, ctx, False), _key(obj.step, ctx, False))
+    return (
+        slice,
+        _key(obj.start, ctx, False),
+        _key(obj.stop, ctx, False),
+        _key(obj.step, ctx, False),
+    )
 
 
 def _enum(obj, ctx, content_ok):
@@ -474,4 +479,3 @@ def key_uses_identity(key: Key) -> bool:
 
 def _clear_memo() -> None:
     _memo.clear()
-

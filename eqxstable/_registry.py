@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, overload, TypeVar
 
 import numpy as np
 
