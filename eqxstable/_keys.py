@@ -479,3 +479,13 @@ def key_uses_identity(key: Key) -> bool:
 
 def _clear_memo() -> None:
     _memo.clear()
+
+
+def __getattr__(name: str) -> Any:
+    # `snapshot_mutables` lives in `_mutation.py` (it builds on this module); it is reachable from
+    # here too, as the jit layer's design notes first placed it.
+    if name in ("snapshot_mutables", "Snapshot"):
+        from . import _mutation
+
+        return getattr(_mutation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
