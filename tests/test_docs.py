@@ -3,6 +3,7 @@
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,6 @@ def test_the_coverage_check_sees_the_package():
 def test_guide_examples_run(page: str, capsys):
     blocks = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), flags=re.DOTALL)
     assert blocks, f"docs/{page} has no python examples"
-    namespace = {"__name__": f"docs_{page.removesuffix('.md')}"}
+    namespace: dict[str, Any] = {"__name__": f"docs_{page.removesuffix('.md')}"}
     for number, block in enumerate(blocks):
         exec(compile(block, f"docs/{page} (block {number})", "exec"), namespace)

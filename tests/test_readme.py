@@ -4,6 +4,7 @@ import re
 import runpy
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_readme_main_command_runs_a_file_that_exists():
 @pytest.mark.skipif(not hasattr(es, "filter_jit"), reason="the jit layer has not landed yet")
 def test_readme_example_compiles_once(capsys):
     (example,) = _blocks("python")
-    namespace = {"__name__": "readme_example"}
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
     exec(compile(example, "README.md", "exec"), namespace)
     info = namespace["loss"].cache_info()
     assert (info.hits, info.misses) == (2, 1)
