@@ -7,6 +7,7 @@ not a fallback), and `Equal` (an object of a class with its own `__eq__`/`__hash
 that equality within one exact type).
 """
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -41,22 +42,34 @@ class Key:
 
 
 class Identity:
-    """Stands for one particular object. It holds a strong reference, so that a later object that
-    reuses a dead object's `id()` can never compare equal to it."""
+    """Stands for one particular object, the safe fallback.
 
-    __slots__ = ("obj",)
+    It holds a weak reference where the object supports one (so a key never keeps alive what it
+    names) and compares those reference objects: CPython shares one plain weak reference per
+    live object, and a dead one is never handed to a new object, so a later object that reuses a
+    dead object's `id()` can never compare equal. Other objects are held strongly.
+    """
+
+    __slots__ = ("_ref", "_hash")
 
     def __init__(self, obj: Any):
-        self.obj = obj
+        self._ref = weakref.ref(obj) if type(obj).__weakrefoffset__ else obj
+        self._hash = id(obj)
+
+    @property
+    def obj(self) -> Any:
+        """The object, or `None` if it has been garbage collected."""
+        ref = self._ref
+        return ref() if type(ref) is weakref.ref else ref
 
     def __hash__(self) -> int:
-        return id(self.obj)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.obj is self.obj  # pyright: ignore
+        return type(other) is type(self) and other._ref is self._ref  # pyright: ignore
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({type(self.obj).__name__} at {id(self.obj):#x})"
+        return f"{type(self).__name__}({type(self.obj).__name__} at {self._hash:#x})"
 
 
 class Namespace(Identity):

@@ -39,9 +39,12 @@ _TRUSTED_MODULES = ("builtins", "numpy", "jax", "jaxlib", "equinox", "inspect", 
 class _Ctx:
     """Per-call state of a key computation."""
 
-    __slots__ = ("stack", "depth", "watch", "identity", "mutables", "copied_arrays")
+    __slots__ = ("stack", "depth", "watch", "identity", "mutables", "copied_arrays", "use_memo")
 
-    def __init__(self):
+    def __init__(self, use_memo: bool = True):
+        # Memoised sub-keys do not record the mutable objects they reach, so a computation that
+        # must list those (a mutation snapshot) does not use them.
+        self.use_memo = use_memo
         # id -> depth of the compound objects being keyed, so cycles become back-references.
         self.stack: dict[int, int] = {}
         self.depth = 0
@@ -161,6 +164,14 @@ def _mutable_identity(obj, ctx, content_ok):
     return Identity(obj)
 
 
+def _plain_object(obj, ctx, content_ok):
+    if not getattr(obj, "__dict__", None) and type(obj).__module__.startswith(_TRUSTED_MODULES):
+        # A stateless sentinel of a library (e.g. JAX's `UNSPECIFIED` sharding): one object for
+        # the whole process, so identity is the expected key, not a fallback worth reporting.
+        return Namespace(obj)
+    return _mutable_identity(obj, ctx, content_ok)
+
+
 def _ndarray(obj, ctx, content_ok):
     if not content_ok or obj.dtype.hasobject:
         return _mutable_identity(obj, ctx, content_ok)
@@ -261,12 +272,11 @@ def _fn_state(f: types.FunctionType) -> tuple:
 
 @_compound
 def _function(f, ctx, content_ok):
-    memo = _memo.get(id(f))
+    memo = _memo.get(id(f)) if ctx.use_memo else None
     if memo is not None and memo.ref() is f and _still_valid(memo.watch):
         # Every memoised key is closed (its back-references point inside it), so it means the
         # same embedded here.
         ctx.watch.extend(memo.watch)
-        ctx.mutables.extend(memo.mutables)
         ctx.identity |= memo.key.identity
         return memo.key.parts
     ctx.watch.append((f, _fn_state, _fn_state(f)))
@@ -382,7 +392,7 @@ def _resolve(t: type) -> _Handler:
         return _equal
     if has_hash:
         return _warn_identity
-    return _mutable_identity
+    return _plain_object
 
 
 #
@@ -391,13 +401,12 @@ def _resolve(t: type) -> _Handler:
 
 
 class _MemoEntry:
-    __slots__ = ("ref", "key", "watch", "mutables")
+    __slots__ = ("ref", "key", "watch")
 
-    def __init__(self, ref, key, watch, mutables):
+    def __init__(self, ref, key, watch):
         self.ref = ref
         self.key = key
         self.watch = watch
-        self.mutables = mutables
 
 
 _memo: dict[int, _MemoEntry] = {}
@@ -410,18 +419,44 @@ def _forget(i: int, ref: weakref.ref) -> None:
         del _memo[i]
 
 
+def _weak(x: Any) -> Any:
+    return weakref.ref(x) if type(x).__weakrefoffset__ else x
+
+
+def _freeze(watch: list) -> tuple:
+    """The watch with weak references wherever possible, to be kept in the memo: a memo entry
+    must not keep alive the object it describes (a self-recursive closure's state holds itself)."""
+    return tuple(
+        (_weak(obj), state_fn, tuple([_weak(x) for x in state])) for obj, state_fn, state in watch
+    )
+
+
+def _same(now: Any, saved: Any) -> bool:
+    if now is saved:
+        return True
+    if type(saved) is weakref.ref:
+        target = saved()
+        return target is not None and target is now
+    return False
+
+
 def _still_valid(watch: tuple) -> bool:
-    for obj, state_fn, state in watch:
+    for holder, state_fn, state in watch:
+        obj = holder() if type(holder) is weakref.ref else holder
+        if obj is None:
+            return False
         now = state_fn(obj)
-        if len(now) != len(state) or not all(map(operator.is_, now, state)):
+        if len(now) != len(state):
+            return False
+        if not all(map(operator.is_, now, state)) and not all(map(_same, now, state)):
             return False
     return True
 
 
-def compute_key(obj: Any) -> tuple[Key, _Ctx]:
+def compute_key(obj: Any, use_memo: bool = True) -> tuple[Key, _Ctx]:
     """Computes the key of `obj` from scratch, returning it with the computation's context
     (what it watched, which mutable objects it keyed by identity), and memoises it."""
-    ctx = _Ctx()
+    ctx = _Ctx(use_memo)
     try:
         parts = _key(obj, ctx, True)
     except RecursionError:
@@ -435,7 +470,7 @@ def compute_key(obj: Any) -> tuple[Key, _Ctx]:
         except TypeError:
             pass
         else:
-            _memo[i] = _MemoEntry(ref, key, tuple(ctx.watch), tuple(ctx.mutables))
+            _memo[i] = _MemoEntry(ref, key, _freeze(ctx.watch))
     return key, ctx
 
 

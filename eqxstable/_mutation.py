@@ -68,7 +68,7 @@ def _fingerprint(obj: Any) -> tuple[Any, list[Any]]:
         except Exception:
             own_hash = None
         contents = (tuple(sorted(attrs.items())) if attrs else (), slots, own_hash)
-    key, ctx = compute_key(contents)
+    key, ctx = compute_key(contents, use_memo=False)
     return key, ctx.mutables
 
 
@@ -126,7 +126,7 @@ def snapshot_mutables(obj: Any) -> Snapshot | None:
     those, pure functions of module globals), else a `Snapshot` whose `changed()` says whether
     and what changed.
     """
-    _, ctx = compute_key(obj)
+    _, ctx = compute_key(obj, use_memo=False)
     watch = tuple(ctx.watch)
     globals_read = _globals_read(watch)
     parts: list[tuple[Any, Any]] = []
@@ -135,7 +135,7 @@ def snapshot_mutables(obj: Any) -> Snapshot | None:
     for _, _, value in globals_read:
         # A global array is keyed by contents at top level; here it is data that can change.
         is_array = isinstance(value, np.ndarray)
-        pending.extend([value] if is_array else compute_key(value)[1].mutables)
+        pending.extend([value] if is_array else compute_key(value, use_memo=False)[1].mutables)
     while pending:
         mutable = pending.pop()
         if id(mutable) in seen:

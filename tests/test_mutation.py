@@ -1,0 +1,98 @@
+"""`snapshot_mutables`: what can change in place under a static's key is noticed."""
+
+import numpy as np
+import pytest
+
+from eqxstable._mutation import snapshot_mutables
+
+
+class Config:
+    def __init__(self, lr):
+        self.lr = lr
+
+
+GLOBAL_SCALE = 1.0
+GLOBAL_TABLE = [1.0, 2.0]
+
+
+def reads_globals(x):
+    return x * GLOBAL_SCALE + GLOBAL_TABLE[0]
+
+
+@pytest.mark.parametrize("value", [1, 2.5, "s", (1, (2.0, None)), frozenset({1})])
+def test_immutable_values_need_no_snapshot(value):
+    assert snapshot_mutables(value) is None
+
+
+def test_pure_lambda_snapshot_is_cheap_and_unchanged():
+    snap = snapshot_mutables(lambda x: x + 1)
+    assert snap is not None and len(snap) == 1
+    assert snap.changed() is None
+
+
+def make_rebindable():
+    c = 1.0
+
+    def f(x):
+        return x * c
+
+    def rebind(v):
+        nonlocal c
+        c = v
+
+    return f, rebind
+
+
+def test_rebound_cell_is_noticed():
+    f, rebind = make_rebindable()
+    snap = snapshot_mutables(f)
+    assert snap is not None and snap.changed() is None
+    rebind(2.0)
+    assert "rebound" in (snap.changed() or "")
+
+
+@pytest.mark.parametrize(
+    "make, mutate",
+    [
+        (lambda: [1.0], lambda obj: obj.__setitem__(0, 2.0)),
+        (lambda: [1.0], lambda obj: obj.__setitem__(0, 1)),  # type-exact: 1.0 -> 1
+        (lambda: {"a": 1}, lambda obj: obj.update(a=2)),
+        (lambda: {1}, lambda obj: obj.add(2)),
+        (lambda: np.ones(3), lambda obj: obj.__setitem__(0, 5.0)),
+        (lambda: Config(0.1), lambda obj: setattr(obj, "lr", 0.2)),
+        (lambda: [[1.0]], lambda obj: obj[0].__setitem__(0, 3.0)),
+    ],
+)
+def test_mutation_of_captured_object_is_noticed(make, mutate):
+    captured = make()
+    f = (lambda v: lambda x: (x, v))(captured)
+    snap = snapshot_mutables(f)
+    assert snap is not None and snap.changed() is None
+    mutate(captured)
+    assert "changed in place" in (snap.changed() or "")
+
+
+def test_static_object_itself_mutated():
+    cfg = Config(0.1)
+    snap = snapshot_mutables(cfg)
+    assert snap is not None and snap.changed() is None
+    cfg.lr = 0.3
+    assert "Config" in (snap.changed() or "")
+
+
+def test_globals_read_by_a_function_are_watched():
+    global GLOBAL_SCALE
+    snap = snapshot_mutables(reads_globals)
+    assert snap is not None and snap.changed() is None
+    GLOBAL_TABLE[0] = 5.0
+    try:
+        assert "changed in place" in (snap.changed() or "")
+    finally:
+        GLOBAL_TABLE[0] = 1.0
+    assert snap.changed() is None
+    old = GLOBAL_SCALE
+    GLOBAL_SCALE = 2.0
+    try:
+        assert "global `GLOBAL_SCALE`" in (snap.changed() or "")
+    finally:
+        GLOBAL_SCALE = old
