@@ -109,6 +109,11 @@ def intern(obj: _T) -> _T:
         ```
     """
     key = stable_key(obj)
+    ref = _weak.get(key)
+    if (ref is not None and ref() is obj) or _strong.get(key) is obj:
+        # `obj` is the canonical instance, and computing its key just checked that it still
+        # matches: the common case of re-interning an already stable tree.
+        return obj
     with _lock:
         canonical = _find(key)
         if canonical is not None:
