@@ -50,7 +50,7 @@ def main() -> None:
         ["intern(seen lambda)", median_us(lambda: es.intern(seen_activation), 20_000)],
         ["intern(seen partial)", median_us(lambda: es.intern(seen_partial), 20_000)],
         ["intern(seen jax.jit(jnp.sin))", median_us(lambda: es.intern(seen_jit), 20_000)],
-        ["intern(seen optax.adam) (a tuple: no memo)", median_us(lambda: es.intern(seen_adam), 500)],
+        ["intern(seen optax.adam) (no memo)", median_us(lambda: es.intern(seen_adam), 500)],
         ["stable_key(seen lambda)", median_us(lambda: es.stable_key(seen_activation), 20_000)],
         ["key of a fresh lambda activation", median_us(lambda: compute_key(next(it_act)), 1_000)],
         ["intern(fresh equivalent lambda)", median_us(lambda: es.intern(next(it_act)), 1_000)],

@@ -4,7 +4,7 @@ The key of an object is built recursively from what determines its behaviour: a 
 globals namespace, closure-cell contents, defaults and attributes; a partial's function, arguments
 and keywords; a transform's wrapped function and every one of its options; a value's exact type
 and bits. Whatever cannot be proven to stay the same (lists, dicts, plain objects, arrays reachable
-through a callable) is keyed by identity. See `README.md` beside this file for the design.
+through a callable) is keyed by identity.
 """
 
 import dataclasses
