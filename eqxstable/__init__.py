@@ -9,8 +9,11 @@ from ._errors import (
     RegistryError as RegistryError,
     StabilityWarning as StabilityWarning,
 )
+from ._field import field as field
 from ._keys import stable_key as stable_key
+from ._module import StableModule as StableModule
 from ._registry import intern as intern, lookup as lookup, register as register
+from ._stabilize import stabilize as stabilize
 
 
 __version__ = importlib.metadata.version("eqxstable")

@@ -1,0 +1,305 @@
+"""`stabilize`: every non-array leaf of a pytree replaced by its canonical instance.
+
+The walk follows the PyTree structure (lists, tuples, NamedTuples, dicts, any registered node)
+and also what `jax.tree_util` does not show: the static fields of Equinox modules and the
+function of a `jax.tree_util.Partial`, because those are exactly the values that
+`equinox.filter_jit` hashes and compares. Arrays are left alone. Nothing the caller passed in is
+changed: a node whose parts change is rebuilt, and a node whose parts are all unchanged is
+returned as it is, which makes the walk idempotent and cheap on a tree that is already stable.
+"""
+
+import dataclasses
+import enum
+import functools as ft
+import operator
+from typing import Any, TypeVar
+
+import equinox as eqx
+import jax
+import jax.tree_util as jtu
+import numpy as np
+
+from ._canonical import freeze
+from ._errors import StabilityWarning, warn
+from ._registry import intern
+
+
+_T = TypeVar("_T")
+
+MSG_ARRAY_IN_STATIC = (
+    "`{call}`: the static field `{path}` holds a JAX array. A static field is part of the PyTree "
+    "structure, hashed and compared on every call and never traced, so an array there is "
+    "either an error or a recompile for every new array. Make `{field}` a regular field (drop "
+    "`static=True`); if it must not be trained, filter it out or wrap its use in "
+    "`jax.lax.stop_gradient`. A NumPy array is fine in a static field: it is kept read-only."
+)
+MSG_HASH_WITHOUT_EQ = (
+    "`{call}`: `{path}` holds an instance of `{cls}`, a class that defines `__hash__` but not "
+    "`__eq__`, so it can only be compared by identity and a rebuilt one always recompiles. "
+    "Define `__eq__` consistently with `__hash__` in `{cls}` (or make it a frozen dataclass)."
+)
+
+
+class _Kind(enum.Enum):
+    ARRAY = enum.auto()
+    NONE = enum.auto()
+    LIST = enum.auto()
+    TUPLE = enum.auto()
+    NAMEDTUPLE = enum.auto()
+    DICT = enum.auto()
+    MODULE = enum.auto()
+    PARTIAL = enum.auto()
+    NODE = enum.auto()
+    LEAF = enum.auto()
+    HASH_WITHOUT_EQ = enum.auto()
+
+
+_kinds: dict[type, _Kind] = {}
+
+
+def _kind(obj: Any) -> _Kind:
+    t = type(obj)
+    kind = _kinds.get(t)
+    if kind is None:
+        kind = _kinds[t] = _classify(obj)
+    return kind
+
+
+def _classify(obj: Any) -> _Kind:
+    # Depends on the type only (pytree registration is per type), so it is cached.
+    t = type(obj)
+    simple = {list: _Kind.LIST, tuple: _Kind.TUPLE, dict: _Kind.DICT, type(None): _Kind.NONE}
+    if t in simple:
+        return simple[t]
+    if issubclass(t, (jax.Array, np.ndarray, np.generic)):
+        return _Kind.ARRAY
+    if issubclass(t, eqx.Module):
+        return _Kind.MODULE
+    if issubclass(t, jtu.Partial):
+        return _Kind.PARTIAL
+    if issubclass(t, tuple) and hasattr(t, "_make") and hasattr(t, "_fields"):
+        return _Kind.NAMEDTUPLE
+    if not jtu.treedef_is_leaf(jtu.tree_structure(obj, is_leaf=lambda x: x is not obj)):
+        return _Kind.NODE
+    if _hash_without_eq(t):
+        return _Kind.HASH_WITHOUT_EQ
+    return _Kind.LEAF
+
+
+def _hash_without_eq(t: type) -> bool:
+    has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
+    return has_hash and t.__eq__ is object.__eq__
+
+
+@ft.cache
+def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    return tuple(
+        (f.name, bool(f.metadata.get("static", False)))
+        for f in dataclasses.fields(cls)  # pyright: ignore[reportArgumentType]
+    )
+
+
+class _Walk:
+    """One walk: `call` names the public call for messages (`Net(...)`, `eqxstable.stabilize`)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: str):
+        self.call = call
+
+    def dynamic(self, obj: Any, path: Any) -> Any:
+        """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
+        kind = _kind(obj)
+        if kind is _Kind.LEAF:
+            return intern(obj)
+        if kind is _Kind.ARRAY or kind is _Kind.NONE:
+            return obj
+        if kind is _Kind.MODULE:
+            return self.module(obj, path, False)
+        if kind is _Kind.LIST:
+            items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
+            return obj if all(map(operator.is_, items, obj)) else items
+        if kind is _Kind.TUPLE or kind is _Kind.NAMEDTUPLE:
+            items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
+            if all(map(operator.is_, items, obj)):
+                return obj
+            return tuple(items) if kind is _Kind.TUPLE else obj._make(items)
+        if kind is _Kind.DICT:
+            values = {k: self.dynamic(v, (path, (k,))) for k, v in obj.items()}
+            return obj if all(values[k] is v for k, v in obj.items()) else values
+        if kind is _Kind.PARTIAL:
+            return self.partial(obj, path)
+        if kind is _Kind.NODE:
+            return self.node(obj, path)
+        return self.hash_without_eq(obj, path)
+
+    def static(self, obj: Any, path: Any) -> Any:
+        """Inside a static field: the value must become hashable, and arrays are not allowed."""
+        return freeze(obj, self.static_leaf, path)
+
+    def static_leaf(self, obj: Any, path: Any) -> Any:
+        kind = _kind(obj)
+        if kind is _Kind.LEAF:
+            return intern(obj)
+        if kind is _Kind.NONE:
+            return obj
+        if kind is _Kind.MODULE:
+            return self.module(obj, path, True)
+        if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
+            field = _field_of(path)
+            raise ValueError(
+                MSG_ARRAY_IN_STATIC.format(call=self.call, path=render_path(path), field=field)
+            )
+        if kind is _Kind.HASH_WITHOUT_EQ:
+            return self.hash_without_eq(obj, path)
+        # NumPy scalars, frozen holders, partials and other nodes: keyed as one value.
+        return intern(obj)
+
+    def module(self, m: Any, path: Any, static: bool) -> Any:
+        d = m.__dict__
+        changes = None
+        for name, is_static in _fields(type(m)):
+            try:
+                value = d[name]
+            except KeyError:
+                continue  # E.g. an abstract field implemented by a property.
+            sub = (path, "." + name)
+            new = self.static(value, sub) if static or is_static else self.dynamic(value, sub)
+            if new is not value:
+                if changes is None:
+                    changes = {}
+                changes[name] = new
+        if changes is None:
+            return m
+        # A new instance, as `jax.tree_util.tree_unflatten` would make it: the module that was
+        # passed in may be shared, so it is never changed.
+        out = object.__new__(type(m))
+        out.__dict__.update(d)
+        out.__dict__.update(changes)
+        return out
+
+    def partial(self, p: jtu.Partial, path: Any) -> Any:
+        # `jax.tree_util.Partial` keeps its function in the PyTree structure (static) and its
+        # arguments as children.
+        func = self.static_leaf(p.func, (path, ".func"))
+        args = [self.dynamic(x, (path, i)) for i, x in enumerate(p.args)]
+        keywords = {k: self.dynamic(v, (path, (k,))) for k, v in p.keywords.items()}
+        if (
+            func is p.func
+            and all(map(operator.is_, args, p.args))
+            and all(keywords[k] is v for k, v in p.keywords.items())
+        ):
+            return p
+        return type(p)(func, *args, **keywords)
+
+    def node(self, obj: Any, path: Any) -> Any:
+        children, treedef = jtu.tree_flatten(obj, is_leaf=lambda x: x is not obj)
+        new = [self.dynamic(x, (path, i)) for i, x in enumerate(children)]
+        if all(map(operator.is_, new, children)):
+            return obj
+        return jtu.tree_unflatten(treedef, new)
+
+    def hash_without_eq(self, obj: Any, path: Any) -> Any:
+        # Warned here, with the field's name, rather than by `stable_key` with the class alone;
+        # such an object would only be keyed by identity anyway, so it is kept as it is.
+        cls = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        warn(
+            MSG_HASH_WITHOUT_EQ.format(call=self.call, path=render_path(path), cls=cls),
+            StabilityWarning,
+        )
+        return obj
+
+
+def render_path(path: Any) -> str:
+    """`("Net", ".layers"), 0), ".table")` as `Net.layers[0].table`."""
+    parts = []
+    while type(path) is tuple:
+        path, part = path
+        if type(part) is int:
+            parts.append(f"[{part}]")
+        elif type(part) is tuple:
+            parts.append(f"[{part[0]!r}]")
+        else:
+            parts.append(str(part))
+    parts.append(str(path))
+    return "".join(reversed(parts))
+
+
+def type_name(cls: type) -> str:
+    """`Net` for a class, also one defined inside a function (`test.<locals>.Net`)."""
+    return cls.__qualname__.rpartition("<locals>.")[2]
+
+
+def _field_of(path: Any) -> str:
+    """The innermost attribute name on `path`, for the message's fix."""
+    while type(path) is tuple:
+        path, part = path
+        if type(part) is str and part.startswith("."):
+            return part[1:]
+    return str(path)
+
+
+def stabilize_fields(module: Any, call: str) -> None:
+    """Stabilizes the dynamic fields of a freshly built module in place. Only for a module that
+    nobody else has seen yet (inside `StableModule` construction)."""
+    walk = _Walk(call)
+    root = type_name(type(module))
+    d = module.__dict__
+    for name, is_static in _fields(type(module)):
+        if is_static:
+            continue  # Already frozen by the field's converter, before `__check_init__`.
+        try:
+            value = d[name]
+        except KeyError:
+            continue
+        new = walk.dynamic(value, (root, "." + name))
+        if new is not value:
+            object.__setattr__(module, name, new)
+
+
+def stabilize_static(value: Any, owner: str, name: str) -> Any:
+    """The canonical form of the value of the static field `owner.name`."""
+    return _Walk(f"{owner}(...)").static(value, (owner, "." + name))
+
+
+def stabilize(tree: _T) -> _T:
+    """Replaces every non-array leaf of `tree` with its canonical instance
+    ([`eqxstable.intern`][]), as [`eqxstable.StableModule`][] does for its own fields.
+
+    Use it on PyTrees you did not write as a `StableModule`: a plain `eqx.nn.MLP`, a third-party
+    module, a tuple of callables. The walk goes into nested Equinox modules (static fields
+    included), lists, tuples, NamedTuples, dicts, any registered PyTree node and the function of
+    a `jax.tree_util.Partial`. Static fields holding a list, dict, set or NumPy array become a
+    tuple, `FrozenDict`, frozenset or read-only array holder. Arrays are left as they are.
+
+    Nothing is changed in place: a node whose parts change is rebuilt. `stabilize` is
+    idempotent, and on an already-stable tree it returns the tree itself.
+
+    **Arguments:**
+
+    - `tree`: any PyTree.
+
+    **Returns:**
+
+    An equivalent PyTree whose non-array leaves are canonical, so that the same tree rebuilt
+    from equivalent parts compares equal, and hits the cache of `equinox.filter_jit`.
+
+    **Raises:**
+
+    `ValueError` if a static field holds a JAX array.
+
+    !!! example
+
+        ```python
+        import equinox as eqx
+        import eqxstable as es
+        import jax
+
+        def make():
+            mlp = eqx.nn.MLP(2, 2, 8, 2, activation=lambda x: x * 0.5, key=jax.random.key(0))
+            return es.stabilize(mlp)
+
+        assert make().activation is make().activation
+        ```
+    """
+    return _Walk("eqxstable.stabilize").dynamic(tree, "tree")
