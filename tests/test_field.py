@@ -1,0 +1,114 @@
+"""`es.field(dynamic=True)`: a swept Python hyperparameter compiles once, with Python's dtypes."""
+
+import equinox as eqx
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+
+import eqxstable as es
+
+from .helpers import compile_log
+
+
+class Scale(es.StableModule):
+    factor: float = es.field(dynamic=True)
+    offset: int = es.field(dynamic=True, default=0)
+
+    def __call__(self, x):
+        return self.factor * x + self.offset
+
+
+def _counting_run():
+    traces = 0
+
+    @eqx.filter_jit
+    def run(model, x):
+        nonlocal traces
+        traces += 1
+        return model(x)
+
+    return run, lambda: traces
+
+
+def test_sweep_compiles_once_with_the_right_dtype_and_values():
+    run, traces = _counting_run()
+    x = jnp.arange(3, dtype=jnp.float32)
+    with compile_log() as log:
+        for factor in (0.1, 0.25, 1.5, -3.0, 1e-3):
+            out = run(Scale(factor, offset=2), x)
+            assert out.dtype == jnp.float32  # A float32 model times a dynamic 0.1: float32.
+            np.testing.assert_allclose(out, np.float32(factor) * np.arange(3.0) + 2, rtol=1e-6)
+    assert traces() == 1
+    assert log.count("run") == 1
+
+
+def test_without_dynamic_every_value_recompiles():
+    # The control: the same module with plain fields recompiles for every value.
+    class Plain(eqx.Module):
+        factor: float = eqx.field(static=True)
+
+        def __call__(self, x):
+            return self.factor * x
+
+    run, traces = _counting_run()
+    for factor in (0.1, 0.25, 1.5):
+        run(Plain(factor), jnp.ones(2))
+    assert traces() == 3
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
+def test_weak_typing_keeps_the_models_dtype(dtype):
+    run, _ = _counting_run()
+    out = run(Scale(0.5), jnp.ones(3, dtype=dtype))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out.astype(jnp.float32), 0.5)
+
+
+def test_stored_values_read_back_in_python():
+    m = Scale(0.1, offset=3)
+    assert isinstance(m.factor, jax.Array) and m.factor.shape == ()
+    assert m.factor.weak_type and m.factor.dtype == jnp.float32
+    assert float(m.factor) == pytest.approx(0.1)
+    assert int(m.offset) == 3 and m.offset.weak_type and m.offset.dtype == jnp.int32
+
+
+def test_bool_complex_and_non_scalars():
+    class Values(eqx.Module):  # `es.field` works in a plain module too.
+        flag: bool = es.field(dynamic=True)
+        z: complex = es.field(dynamic=True)
+        other: object = es.field(dynamic=True)
+
+    arr = jnp.ones(2)
+    m = Values(True, 1 + 2j, arr)
+    assert m.flag.dtype == jnp.bool_ and bool(m.flag) is True  # pyright: ignore
+    assert m.z.weak_type and complex(m.z) == 1 + 2j  # pyright: ignore
+    assert m.other is arr  # Anything but a Python scalar is kept as it is.
+    assert Values(True, 1j, None).other is None
+
+
+def test_composes_with_a_user_converter():
+    class Rate(es.StableModule):
+        percent: float = es.field(dynamic=True, converter=lambda v: v / 100)
+
+    m = Rate(5)
+    assert m.percent.weak_type and float(m.percent) == pytest.approx(0.05)
+
+
+def test_dynamic_and_static_is_an_error():
+    with pytest.raises(
+        ValueError, match=r"`eqxstable.field\(dynamic=True, static=True\)`.*not both"
+    ):
+        es.field(dynamic=True, static=True)
+
+
+@given(st.floats(-1e6, 1e6, allow_nan=False, width=32))
+def test_any_value_compiles_once(factor):
+    out = _RUN(Scale(factor), jnp.ones(2, dtype=jnp.float32))
+    np.testing.assert_allclose(out, np.float32(factor), rtol=1e-6)
+    assert _TRACES() == 1
+
+
+_RUN, _TRACES = _counting_run()

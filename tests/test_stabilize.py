@@ -1,0 +1,285 @@
+"""`es.stabilize`: the canonicalisation of `StableModule` for any PyTree, and the hashable
+canonical forms (`FrozenDict`, `ReadOnlyArray`, `freeze`) it uses for static values."""
+
+import collections
+import functools as ft
+import math
+import struct
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import jax.tree_util as jtu
+import numpy as np
+import pytest
+from hypothesis import given
+
+import eqxstable as es
+from eqxstable._canonical import freeze, FrozenDict, ReadOnlyArray
+
+from .helpers import compile_log
+
+
+_KEY = jr.key(0)
+_X = jnp.array([0.5, -1.0], dtype=jnp.float32)
+
+
+def _make_mlp() -> eqx.nn.MLP:
+    return eqx.nn.MLP(2, 2, 8, 2, activation=lambda x: jnp.tanh(2.0 * x), key=_KEY)
+
+
+def test_plain_mlp_with_lambda_activation_traces_once():
+    traces = 0
+
+    @eqx.filter_jit
+    def run(model, x):
+        nonlocal traces
+        traces += 1
+        return model(x)
+
+    reference = _make_mlp()
+    with compile_log() as log:
+        for i in range(5):
+            out = run(es.stabilize(_make_mlp()), _X + i)
+            np.testing.assert_allclose(out, reference(_X + i), rtol=1e-6)
+    assert traces == 1
+    assert log.count("run") == 1
+
+
+def test_idempotent_and_returns_a_stable_tree_itself():
+    mlp = es.stabilize(_make_mlp())
+    assert es.stabilize(mlp) is mlp
+    tree = {"mlp": mlp, "fns": [ft.partial(jnp.add, 1.0)], "n": (1, "relu", None)}
+    once = es.stabilize(tree)
+    assert es.stabilize(once) is once
+    assert es.stabilize(_make_mlp()).activation is mlp.activation
+
+
+def test_arrays_are_kept_and_the_input_is_not_changed():
+    mlp = _make_mlp()
+    activation = mlp.activation
+    es.stabilize(_make_mlp())  # Makes some other lambda canonical.
+    out = es.stabilize(mlp)
+    assert mlp.activation is activation
+    assert out.layers[0].weight is mlp.layers[0].weight
+    numpy_leaf = np.ones(3)
+    assert es.stabilize([numpy_leaf])[0] is numpy_leaf  # An array leaf is traced, not static.
+
+
+class Pair(NamedTuple):
+    first: Callable
+    second: Callable
+
+
+class Point(NamedTuple):
+    x: Any
+    y: Any
+
+
+def _containers() -> Any:
+    return {
+        "list": [lambda x: x + 1],
+        "tuple": (ft.partial(jnp.multiply, 3.0),),
+        "namedtuple": Pair(lambda x: x - 1, jax.jit(jnp.cos)),
+        "ordered": collections.OrderedDict(f=lambda x: 2 * x),
+        "jtu_partial": jtu.Partial(lambda x, y: x * y, jnp.ones(2)),
+        "eqx_partial": eqx.Partial(lambda x, y: x / y, y=2.0),
+        "sequential": eqx.nn.Sequential([eqx.nn.Lambda(lambda x: x**2)]),
+    }
+
+
+def test_recurses_into_every_container():
+    a, b = es.stabilize(_containers()), es.stabilize(_containers())
+    assert a["list"][0] is b["list"][0]
+    assert a["tuple"][0] is b["tuple"][0]
+    assert type(a["namedtuple"]) is Pair
+    assert a["namedtuple"].first is b["namedtuple"].first
+    assert a["namedtuple"].second is b["namedtuple"].second
+    assert type(a["ordered"]) is collections.OrderedDict
+    assert a["ordered"]["f"] is b["ordered"]["f"]
+    assert type(a["jtu_partial"]) is jtu.Partial
+    assert a["jtu_partial"].func is b["jtu_partial"].func
+    assert a["eqx_partial"].func is b["eqx_partial"].func
+    assert a["sequential"].layers[0].fn is b["sequential"].layers[0].fn
+    assert jtu.tree_structure(a) == jtu.tree_structure(b)
+
+    traces = 0
+
+    @eqx.filter_jit
+    def run(tree, x):
+        nonlocal traces
+        traces += 1
+        return (
+            tree["list"][0](x),
+            tree["tuple"][0](x),
+            tree["namedtuple"].first(x) + tree["namedtuple"].second(x),
+            tree["ordered"]["f"](x),
+            tree["jtu_partial"](x),
+            tree["eqx_partial"](x),
+            tree["sequential"](x),
+        )
+
+    for _ in range(3):
+        out = run(es.stabilize(_containers()), _X)
+    expected = (_X + 1, 3 * _X, _X - 1 + jnp.cos(_X), 2 * _X, _X, _X / 2, _X**2)
+    for got, want in zip(out, expected):  # pyright: ignore[reportPossiblyUnboundVariable]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert traces == 1
+
+
+def test_static_fields_of_plain_modules():
+    class Plain(eqx.Module):
+        fn: Callable = eqx.field(static=True)
+        sizes: list = eqx.field(static=True)
+
+        def __call__(self, x):
+            return self.fn(x) * len(self.sizes)
+
+    def make():
+        return es.stabilize(Plain(lambda x: x + 1, [1, 2]))
+
+    a, b = make(), make()
+    assert a.fn is b.fn
+    assert a.sizes == (1, 2)
+    assert jtu.tree_structure(a) == jtu.tree_structure(b)
+
+
+def test_jax_array_in_a_static_field_is_an_error():
+    class Plain(eqx.Module):
+        weight: Any = eqx.field(static=True)
+
+    with pytest.warns(UserWarning, match="JAX array is being set as static"):
+        plain = Plain(jnp.ones(2))
+    with pytest.raises(ValueError, match=r"`eqxstable.stabilize`: the static field `tree.weight`"):
+        es.stabilize(plain)
+    with pytest.raises(ValueError, match=r"`tree\[0\]\['m'\].weight`.*Make `weight` a regular"):
+        es.stabilize([{"m": plain}])
+
+
+#
+# The canonical forms of static values.
+#
+
+
+def test_frozen_dict_reads_like_a_dict():
+    d = FrozenDict({"a": 1, "b": (2, 3)})
+    assert d["a"] == 1 and d.get("c") is None and "b" in d and len(d) == 2
+    assert list(d.items()) == [("a", 1), ("b", (2, 3))]
+    assert dict(d) == {"a": 1, "b": (2, 3)}
+    assert d | {"c": 4} == FrozenDict(a=1, b=(2, 3), c=4)
+    with pytest.raises(TypeError):
+        d["a"] = 2  # pyright: ignore[reportIndexIssue]
+    assert FrozenDict(a=1, b=2) == FrozenDict(b=2, a=1)  # Order does not matter.
+
+
+def test_read_only_array_works_like_an_array():
+    r = ReadOnlyArray(np.arange(3.0, dtype=np.float32))
+    np.testing.assert_array_equal(jnp.asarray(r), [0.0, 1.0, 2.0])
+    assert jnp.asarray(r).dtype == jnp.float32
+    assert np.asarray(r) is r.array and r.shape == (3,) and r.dtype == np.float32
+    assert r[1] == 1.0 and len(r) == 3 and list(r) == [0.0, 1.0, 2.0]
+    np.testing.assert_array_equal(r * jnp.ones(3), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(jnp.ones(3) + r, [1.0, 2.0, 3.0])
+    out = jax.jit(lambda x: (r @ x, x * r, 2 - r))(jnp.ones(3))
+    np.testing.assert_array_equal(out[0], 3.0)
+    np.testing.assert_array_equal(out[1], [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(out[2], [2.0, 1.0, 0.0])
+    with pytest.raises(ValueError, match="read-only"):
+        r.array[0] = 5.0
+
+
+def test_freeze_converts_recursively():
+    frozen = freeze({"a": [1, {2, 3}], "b": {"c": np.zeros(2)}, "d": Point(1, [2])})
+    assert frozen == FrozenDict(
+        a=(1, frozenset({2, 3})), b=FrozenDict(c=ReadOnlyArray(np.zeros(2))), d=Point(1, (2,))
+    )
+    assert type(frozen["d"]) is Point
+    hash(frozen)
+    assert freeze(frozen) is frozen
+
+
+# Type-exact content equality, written independently of the library: same exact types, floats
+# by their bits (so `0.0 != -0.0` and a NaN equals itself), containers element by element.
+def _exact(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(_exact, a, b))
+    if type(a) is FrozenDict:
+        return len(a) == len(b) and all(
+            any(_exact(ka, kb) and _exact(va, vb) for kb, vb in b.items()) for ka, va in a.items()
+        )
+    if type(a) is ReadOnlyArray:
+        a, b = a.array, b.array
+        return (a.dtype.str, a.shape, a.tobytes()) == (b.dtype.str, b.shape, b.tobytes())
+    return a == b
+
+
+_scalars = st.one_of(
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, -0.0, 1.0, math.nan, math.inf]),
+    st.floats(allow_nan=True),
+    st.sampled_from(["a", "b"]),
+    st.none(),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from(["x", "y", 1, True]), inner, max_size=3).map(FrozenDict),
+    ),
+    max_leaves=8,
+)
+_dicts = st.dictionaries(st.one_of(st.sampled_from(["x", "y"]), st.integers(0, 2)), _values)
+
+
+@given(_dicts, _dicts)
+def test_frozen_dict_equality_is_type_exact_content_equality(a, b):
+    fa, fb = FrozenDict(a), FrozenDict(b)
+    assert (fa == fb) == _exact(fa, fb)
+    assert fa == FrozenDict(a) and hash(fa) == hash(FrozenDict(a))
+    if fa == fb:
+        assert hash(fa) == hash(fb)
+
+
+@given(st.data())
+def test_frozen_dict_equal_rebuilt_copies(data):
+    # Equal content built twice (not the same objects): equal, same hash, and `intern`'d to one.
+    a = data.draw(_dicts)
+    copy = {k: freeze(v) for k, v in a.items()}
+    assert FrozenDict(a) == FrozenDict(copy)
+    assert hash(FrozenDict(a)) == hash(FrozenDict(copy))
+    assert es.intern(FrozenDict(a)) is es.intern(FrozenDict(copy))
+
+
+_arrays = hnp.arrays(
+    dtype=st.sampled_from([np.float32, np.float64, np.int32, np.bool_]),
+    shape=hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
+)
+
+
+@given(_arrays, _arrays)
+def test_read_only_array_equality_is_dtype_shape_and_bytes(a, b):
+    ra, rb = ReadOnlyArray(a), ReadOnlyArray(b)
+    same = (a.dtype.str, a.shape, a.tobytes()) == (b.dtype.str, b.shape, b.tobytes())
+    assert (ra == rb) == same
+    if same:
+        assert hash(ra) == hash(rb)
+    assert ra == ReadOnlyArray(a.copy()) and hash(ra) == hash(ReadOnlyArray(a.copy()))
+
+
+@given(_arrays)
+def test_read_only_array_is_a_copy(a):
+    r = ReadOnlyArray(a)
+    before = a.tobytes()
+    a[...] = 1
+    assert r.array.tobytes() == before
+    assert not r.array.flags.writeable
