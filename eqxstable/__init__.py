@@ -9,6 +9,13 @@ from ._errors import (
     RegistryError as RegistryError,
     StabilityWarning as StabilityWarning,
 )
+from ._jit import (
+    CacheInfo as CacheInfo,
+    filter_jit as filter_jit,
+    Miss as Miss,
+    no_recompiles as no_recompiles,
+    report as report,
+)
 from ._field import field as field
 from ._keys import stable_key as stable_key
 from ._module import StableModule as StableModule

@@ -1,0 +1,57 @@
+"""Shared timing helpers for the benchmark scripts: interleaved repeats, medians, a header."""
+
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+
+
+def header(script: str) -> None:
+    """Prints the command and the versions, so that every table says how it was made."""
+    print(f"$ python {script} {' '.join(sys.argv[1:])}".rstrip())
+    print(
+        f"Python {platform.python_version()}, JAX {jax.__version__}, Equinox {eqx.__version__}, "
+        f"device {jax.devices()[0].device_kind}, {time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    print()
+
+
+def per_call(
+    fns: dict[str, Callable[[], object]],
+    calls: int,
+    repeats: int,
+    block_each: bool = False,
+) -> dict[str, float]:
+    """Median seconds per call of each `fn`, measured in interleaved repeats of `calls` calls
+    whose last result (or, with `block_each`, every result) is blocked on."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():  # compile and warm up
+        for _ in range(3):
+            jax.block_until_ready(fn())
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            if block_each:
+                for _ in range(calls):
+                    jax.block_until_ready(fn())
+            else:
+                out = None
+                for _ in range(calls):
+                    out = fn()
+                jax.block_until_ready(out)
+            samples[name].append((time.perf_counter() - start) / calls)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def table(rows: list[list[str]], header_row: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header_row, *rows]) for i in range(len(header_row))]
+
+    def fmt(row: list[str]) -> str:
+        cells = (c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(cells)
+
+    return "\n".join([fmt(header_row), "  ".join("-" * w for w in widths), *map(fmt, rows)])

@@ -1,0 +1,143 @@
+"""Cache accounting for the stable `filter_jit`: `CacheInfo`, `Miss`, the per-wrapper counters,
+the call that is running right now, and the `jax.monitoring` listener that attributes trace and
+compile seconds to it."""
+
+import threading
+import weakref
+from typing import Any, Literal, NamedTuple
+
+import jax.monitoring
+
+
+MissKind = Literal[
+    "first",
+    "structure",
+    "static",
+    "identity",
+    "shape",
+    "dtype",
+    "weak_type",
+    "sharding",
+    "mutated",
+]
+
+
+class Miss(NamedTuple):
+    """Why one call of a stable [`eqxstable.filter_jit`][] compiled a new program.
+
+    - `kind`: one of `"first"`, `"structure"`, `"static"`, `"identity"`, `"shape"`, `"dtype"`,
+        `"weak_type"`, `"sharding"`, `"mutated"`.
+    - `path`: the leaf (or pytree node) that differs from the closest earlier call, in the
+        arguments' own terms, e.g. `args[0].mlp.activation` or `kwargs['x']`; `""` for `"first"`.
+    - `reason`: one sentence with the old and the new value and what to do about it.
+    """
+
+    kind: MissKind
+    path: str
+    reason: str
+
+
+class CacheInfo(NamedTuple):
+    """The counters of a stable [`eqxstable.filter_jit`][], in the shape of
+    `functools.lru_cache`'s `cache_info()`.
+
+    - `hits`: calls served by an already compiled program.
+    - `misses`: calls that traced and compiled (`hits + misses` is the number of calls).
+    - `maxsize`: always `None` (unbounded, as JAX's own cache).
+    - `currsize`: the number of compiled programs this wrapper's cache holds.
+    - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
+    - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
+    """
+
+    hits: int
+    misses: int
+    maxsize: int | None
+    currsize: int
+    compile_seconds: float
+    trace_seconds: float
+
+
+class Stats:
+    """The per-wrapper counters. They live on the wrapper and die with it."""
+
+    __slots__ = ("calls", "misses", "compile_seconds", "trace_seconds", "__weakref__")
+
+    def __init__(self):
+        self.calls = 0
+        self.misses: list[Miss] = []
+        self.compile_seconds = 0.0
+        self.trace_seconds = 0.0
+
+    def clear(self) -> None:
+        self.calls = 0
+        self.misses = []
+        self.compile_seconds = 0.0
+        self.trace_seconds = 0.0
+
+
+class Call:
+    """One call of a stable `filter_jit` that is running right now in this thread. The traced
+    body and the `jax.monitoring` listener find it through `current.call`."""
+
+    __slots__ = (
+        "program",
+        "wrapper",
+        "stats",
+        "args",
+        "kwargs",
+        "entry",
+        "traced",
+        "lowering",
+        "committed",
+    )
+
+    def __init__(self, program: Any, wrapper: Any, args, kwargs, entry: Any, lowering: bool):
+        self.program = program
+        self.wrapper = wrapper
+        self.stats: Stats = wrapper._stats
+        self.args = args
+        self.kwargs = kwargs
+        self.entry = entry
+        # Set when this call's miss was decided (by the traced body, or by the listener for a
+        # compilation without a trace), so that it is decided once.
+        self.traced = False
+        self.lowering = lowering
+        # Set when this call's miss was recorded: a call that raises before that is not counted.
+        self.committed = False
+
+
+class _Current(threading.local):
+    call: Call | None = None
+
+
+current = _Current()
+
+# Every live wrapper's `Stats`, for `es.report()`; weak, so a wrapper's counters die with it.
+live_wrappers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
+    del kwargs
+    call = current.call
+    if call is None:
+        return
+    if event == _COMPILE_EVENT:
+        if not call.lowering:
+            call.stats.compile_seconds += duration_secs
+    elif event == _TRACE_EVENT:
+        if not call.lowering:
+            call.stats.trace_seconds += duration_secs
+    elif event == _LOWER_EVENT:
+        # JAX lowers (and then compiles) without tracing again when only the input shardings
+        # changed, or when this program was traced by `.lower()` before. That is still a miss;
+        # deciding it here, before XLA compiles, lets the guards raise before any work is done.
+        if not call.traced and not call.lowering:
+            call.traced = True
+            call.program.untraced_miss(call)
+
+
+jax.monitoring.register_event_duration_secs_listener(_listener)

@@ -1,0 +1,243 @@
+"""The cache entries of one jitted program, and the per-call lookup (the hit path).
+
+An `Entry` stands for one set of static parts of a call: the pytree structure (with its node data
+compared type-exactly), which leaves are arrays, and the static leaves compared by `stable_key`.
+It is passed to `jax.jit` as the one static argument, so it hashes by identity (C-fast) and JAX's
+own C++ cache handles what varies under it (shapes, dtypes, weak types, shardings).
+
+The hit path costs one flatten, a type tuple, a few identity comparisons and, for statics that
+could change in place (functions, lists, plain objects), one `Snapshot.changed()` each.
+"""
+
+import itertools
+import operator
+from typing import Any
+
+import equinox as eqx
+import jax.tree_util as jtu
+
+from .._keys import snapshot_mutables, stable_key
+from ._mutation_check import MutationCheck
+
+
+_is = operator.is_
+_compress = itertools.compress
+# Keep the most recent entries at hand for the identity fast path; older ones are found by key.
+_RECENT = 8
+
+
+def node_data(treedef: Any, leaves: list) -> list:
+    """The node data of every node of `treedef` that has some (static fields of Equinox modules,
+    dict keys, ...). `PyTreeDef.__eq__` compares node data with `==`, which lets `1`, `1.0` and
+    `True` collide; the cache compares them by identity, else by `stable_key`."""
+    data: list = []
+    append = data.append
+    treedef.walk(lambda _, d: None if d is None else append(d), type, leaves)
+    return data
+
+
+def node_atoms(data: list) -> list:
+    """The values inside node data, flattened, for keying by `stable_key`."""
+    return jtu.tree_leaves(data)
+
+
+def _same_node_data(new: list, old: tuple) -> bool:
+    # Node data is a fresh tuple (or list) per flatten, but the values in it are the same objects
+    # call after call (an Equinox module's static fields), so identity one level down suffices.
+    if len(new) != len(old):
+        return False
+    for a, b in zip(new, old):
+        if a is not b and not (
+            type(a) in (tuple, list)
+            and type(b) is type(a)
+            and len(a) == len(b)
+            and all(map(_is, a, b))
+        ):
+            return False
+    return True
+
+
+def _needs_data_check(data: list) -> bool:
+    # Strings are only ever `==` to strings, so node data made of lists of strings alone (the
+    # keys of a `kwargs` dict) needs no further check once the treedefs compare equal.
+    return not all(type(d) is list and all(type(k) is str for k in d) for d in data)
+
+
+class Entry:
+    """One cache entry; JAX sees it as the static argument of the jitted body."""
+
+    __slots__ = (
+        "treedef",
+        "types",
+        "static_sel",
+        "dyn_sel",
+        "donate_sel",
+        "keep_sel",
+        "statics",
+        "data",
+        "check_data",
+        "snapshots",
+        "template",
+        "donate_pos",
+        "keep_pos",
+        "key",
+        "mutated",
+        "__weakref__",
+    )
+
+    def __init__(self, key, treedef, leaves, mask, data, donate: str):
+        self.key = key
+        # `(leaf index or None, what changed)` when this entry replaces one whose statics were
+        # changed in place: its first trace is then a miss of kind "mutated".
+        self.mutated: tuple[int | None, str] | None = None
+        self.treedef = treedef
+        self.static_sel = tuple(not m for m in mask)
+        self.dyn_sel = mask
+        self.adopt(leaves, data)
+        # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
+        n_first = _leaves_of_first_arg(treedef)
+        if donate == "none":
+            donated = [False] * len(leaves)
+        elif donate == "all":
+            donated = list(mask)
+        else:
+            donated = [m and i >= n_first for i, m in enumerate(mask)]
+        self.donate_sel = tuple(donated)
+        self.keep_sel = tuple(m and not d for m, d in zip(mask, donated))
+        self.template = [None if m else leaf for m, leaf in zip(mask, leaves)]
+        self.donate_pos = [i for i, d in enumerate(self.donate_sel) if d]
+        self.keep_pos = [i for i, k in enumerate(self.keep_sel) if k]
+
+    def adopt(self, leaves: list, data: list) -> None:
+        """Holds these (equivalent) static objects from now on, for the identity fast path, and
+        snapshots what in them could change in place."""
+        statics = tuple(_compress(leaves, self.static_sel))
+        types = tuple(map(type, leaves))
+        if getattr(self, "statics", None) is not None:
+            if types == self.types and all(map(_is, statics, self.statics)):
+                if _same_node_data(data, self.data):
+                    return
+        self.types = types
+        self.statics = statics
+        self.data = tuple(data)
+        self.check_data = _needs_data_check(data)
+        # A static value that can change in place (a closure cell, a captured list, a plain
+        # object's attribute) is snapshotted now, when the program that bakes it in is made.
+        snapshots = []
+        for i, leaf in zip(itertools.compress(itertools.count(), self.static_sel), statics):
+            snap = snapshot_mutables(leaf)
+            if snap is not None:
+                snapshots.append((i, MutationCheck(snap)))
+        for atom in node_atoms(data):
+            snap = snapshot_mutables(atom)
+            if snap is not None:
+                snapshots.append((None, MutationCheck(snap)))
+        self.snapshots = tuple(snapshots)
+
+    def split(self, leaves: list) -> tuple[list, list]:
+        """The (donated, kept) dynamic leaves of a call that matched this entry."""
+        return list(_compress(leaves, self.donate_sel)), list(_compress(leaves, self.keep_sel))
+
+    def rebuild(self, donated: list, kept: list) -> tuple[tuple, dict]:
+        """`(args, kwargs)` inside the trace: the dynamic leaves put back among the statics."""
+        leaves = list(self.template)
+        for i, x in zip(self.donate_pos, donated):
+            leaves[i] = x
+        for i, x in zip(self.keep_pos, kept):
+            leaves[i] = x
+        return jtu.tree_unflatten(self.treedef, leaves)
+
+    def mutation(self) -> tuple[int | None, str] | None:
+        """`(leaf index or None for node data, what changed)` if a static changed in place."""
+        for i, snap in self.snapshots:
+            changed = snap.changed()
+            if changed is not None:
+                return i, changed
+        return None
+
+
+def _leaves_of_first_arg(treedef: Any) -> int:
+    args_def = treedef.children()[0]
+    if args_def.num_nodes == 1 or not args_def.children():
+        return 0
+    return args_def.children()[0].num_leaves
+
+
+class Cache:
+    """The entries of one jitted program."""
+
+    def __init__(self, donate: str):
+        self.donate = donate
+        self.entries: dict[Any, Entry] = {}
+        self.recent: list[Entry] = []
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.recent.clear()
+
+    def lookup(self, leaves: list, treedef: Any) -> Entry:
+        """The entry for a call with these flattened arguments, made if there is none. A matching
+        entry whose statics changed in place is retired and replaced by a new entry that says so
+        in `.mutated` (the call then retraces with kind `"mutated"`)."""
+        types = tuple(map(type, leaves))
+        for entry in self.recent:
+            if (
+                entry.types == types
+                and entry.treedef == treedef
+                and all(map(_is, _compress(leaves, entry.static_sel), entry.statics))
+                and (
+                    not entry.check_data
+                    or _same_node_data(node_data(treedef, leaves), entry.data)
+                )
+            ):
+                if entry.snapshots:
+                    mutation = entry.mutation()
+                    if mutation is not None:
+                        entry = self._replace(entry, leaves, treedef, mutation)
+                break
+        else:
+            entry, data, _ = self._slow_lookup(leaves, treedef)
+            if entry.snapshots:
+                mutation = entry.mutation()
+                if mutation is not None:
+                    entry = self._replace(entry, leaves, treedef, mutation)
+            # An equivalent but new static (a rebuilt lambda) found the entry by key: let the
+            # entry hold the newest objects, so that the next call takes the identity fast path.
+            entry.adopt(leaves, data)
+        recent = self.recent
+        if not recent or recent[0] is not entry:
+            if entry in recent:
+                recent.remove(entry)
+            recent.insert(0, entry)
+            del recent[_RECENT:]
+        return entry
+
+    def _replace(self, entry: Entry, leaves: list, treedef: Any, mutation) -> Entry:
+        self._retire(entry)
+        new, _, created = self._slow_lookup(leaves, treedef)
+        if created:
+            # Otherwise the statics were changed back to what an older entry was made for,
+            # and that entry's program is served without a trace.
+            new.mutated = mutation
+        return new
+
+    def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, list, bool]:
+        mask = tuple(map(eqx.is_array, leaves))
+        data = node_data(treedef, leaves)
+        key = (
+            treedef,
+            mask,
+            tuple(stable_key(x) for x, m in zip(leaves, mask) if not m),
+            tuple(map(stable_key, node_atoms(data))),
+        )
+        entry = self.entries.get(key)
+        if entry is not None:
+            return entry, data, False
+        entry = self.entries[key] = Entry(key, treedef, leaves, mask, data, self.donate)
+        return entry, data, True
+
+    def _retire(self, entry: Entry) -> None:
+        if self.entries.get(entry.key) is entry:
+            del self.entries[entry.key]
+        if entry in self.recent:
+            self.recent.remove(entry)

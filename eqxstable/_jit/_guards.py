@@ -1,0 +1,107 @@
+"""Guards against recompilation: `max_traces=N`, `on_recompile="warn"/"raise"` and
+`with es.no_recompiles():`. They run when a miss is known and before XLA compiles anything."""
+
+import contextlib
+import contextvars
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Literal
+
+from .._errors import RecompileError, RecompileWarning
+from ._accounting import Miss
+
+
+OnRecompile = Literal["ignore", "warn", "raise"]
+
+_MSG_MAX_TRACES = (
+    "`{name}` would be traced for the {count} time, but it was wrapped with "
+    "`es.filter_jit(max_traces={max_traces})`. {reason} Either fix the cause, or raise "
+    "`max_traces` if these compilations are expected."
+)
+_MSG_ON_RECOMPILE = (
+    '`{name}` recompiled, and it was wrapped with `es.filter_jit(on_recompile="raise")`. '
+    "{reason}"
+)
+_MSG_WARN = "`{name}` recompiled ({kind} at `{path}`): {reason}"
+_MSG_FROZEN = (
+    "`{name}` would recompile inside `with es.no_recompiles():`. {reason} Move this call out of "
+    "the block if the compilation is expected."
+)
+
+# A counter rather than a flag, so that nested `no_recompiles()` blocks compose.
+_frozen: contextvars.ContextVar[int] = contextvars.ContextVar("eqxstable_no_recompiles", default=0)
+
+
+@contextlib.contextmanager
+def no_recompiles() -> Iterator[None]:
+    """Inside the block, a stable [`eqxstable.filter_jit`][] that has already traced once raises
+    [`eqxstable.RecompileError`][] instead of tracing again. First calls are allowed.
+
+    **Arguments:** None.
+
+    **Returns:** A context manager.
+
+    !!! example
+
+        ```python
+        step(model, x)  # compiles
+        with es.no_recompiles():
+            for x in batches:
+                model = step(model, x)  # raises if anything would recompile
+        ```
+    """
+    token = _frozen.set(_frozen.get() + 1)
+    try:
+        yield
+    finally:
+        _frozen.reset(token)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _user_stacklevel() -> int:
+    """The `stacklevel` that points a warning at the user's line: the frame that called the
+    wrapper, found by walking out of this package and out of JAX."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(("eqxstable._jit", "jax", "jaxlib", "equinox", "contextlib")):
+            return level
+        frame = frame.f_back
+        level += 1
+    return 1
+
+
+def check(
+    name: str,
+    miss: Miss,
+    traced_before: int,
+    max_traces: int | None,
+    on_recompile: OnRecompile,
+) -> None:
+    """Raises or warns for `miss`, the miss after `traced_before` earlier ones, as the wrapper's
+    options and any enclosing `no_recompiles()` block say."""
+    count = traced_before + 1
+    if max_traces is not None and count > max_traces:
+        raise RecompileError(
+            _MSG_MAX_TRACES.format(
+                name=name, count=_ordinal(count), max_traces=max_traces, reason=miss.reason
+            )
+        )
+    if traced_before == 0:
+        return
+    if _frozen.get():
+        raise RecompileError(_MSG_FROZEN.format(name=name, reason=miss.reason))
+    if on_recompile == "raise":
+        raise RecompileError(_MSG_ON_RECOMPILE.format(name=name, reason=miss.reason))
+    if on_recompile == "warn":
+        warnings.warn(
+            _MSG_WARN.format(name=name, kind=miss.kind, path=miss.path, reason=miss.reason),
+            RecompileWarning,
+            stacklevel=_user_stacklevel(),
+        )

@@ -1,0 +1,201 @@
+"""One jitted program: the `jax.jit` of a body that rebuilds the call from an `Entry`, the cache
+of entries, and the history of signatures that explains each miss.
+
+Wrappers of equivalent functions (the same `stable_key`, the same options) share one program, so
+`es.filter_jit(f)(x)` written inline does not recompile, as with `equinox.filter_jit`.
+"""
+
+import functools as ft
+import weakref
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.tree_util as jtu
+
+from .._caches import cache_clears
+from .._keys import key_uses_identity, stable_key
+from ._accounting import Call, current, live_wrappers, Miss
+from ._cache import Cache, Entry
+from ._guards import check
+from ._signature import diff, Signature, signature
+
+
+class OutSpec:
+    """The non-array part of a call's output. It is a pytree node without children, so it
+    travels through `jax.jit` as node data of the output and comes back with every call of the
+    compiled program."""
+
+    __slots__ = ("treedef", "template", "dyn_pos")
+
+    def __init__(self, treedef, template, dyn_pos):
+        self.treedef = treedef
+        self.template = template
+        self.dyn_pos = dyn_pos
+
+    def rebuild(self, dynamic: list) -> Any:
+        if self.template is None:
+            return self.treedef.unflatten(dynamic)
+        leaves = list(self.template)
+        for i, x in zip(self.dyn_pos, dynamic):
+            leaves[i] = x
+        return self.treedef.unflatten(leaves)
+
+
+jtu.register_pytree_node(OutSpec, lambda spec: ((), spec), lambda spec, _: spec)
+
+
+def _split_output(out: Any) -> tuple[list, OutSpec]:
+    leaves, treedef = jtu.tree_flatten(out)
+    mask = [eqx.is_array(x) for x in leaves]
+    dynamic = [x for x, m in zip(leaves, mask) if m]
+    if all(mask):
+        return dynamic, OutSpec(treedef, None, None)
+    template = [None if m else x for x, m in zip(leaves, mask)]
+    return dynamic, OutSpec(treedef, template, [i for i, m in enumerate(mask) if m])
+
+
+def _strip_wrappers(fun: Any) -> Any:
+    while True:
+        if isinstance(fun, ft.partial):
+            fun = fun.func
+        elif hasattr(fun, "__wrapped__"):
+            fun = fun.__wrapped__
+        else:
+            return fun
+
+
+def fun_names(fun: Any) -> tuple[str, str]:
+    """The `__name__` and `__qualname__` that compile logs and profiles should show."""
+    fun = _strip_wrappers(fun)
+    try:
+        return fun.__name__, fun.__qualname__
+    except AttributeError:
+        return type(fun).__name__, type(fun).__qualname__
+
+
+class Program:
+    """The jitted body of one function with one set of options, and its cache."""
+
+    def __init__(self, fun: Any, donate: str, jitkwargs: dict[str, Any]):
+        leaves, self.fun_treedef = jtu.tree_flatten(fun)
+        self.fun_mask = [eqx.is_array(x) for x in leaves]
+        self.fun_template = [None if m else x for x, m in zip(leaves, self.fun_mask)]
+        self.name, self.qualname = fun_names(fun)
+        self.donate = donate
+        self.jitkwargs = jitkwargs
+        self.cache = Cache(donate)
+        # The signature of every call that compiled, oldest first: what a new miss is compared to.
+        self.history: list[Signature] = []
+        self.jitted = self._make_jitted()
+        _all_programs.add(self)
+
+    def fun_dynamic(self, fun: Any) -> list:
+        return [x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask) if m]
+
+    def clear(self) -> None:
+        self.cache.clear()
+        self.history.clear()
+        # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
+        self.jitted = self._make_jitted()
+
+    def _make_jitted(self):
+        def body(donated: list, kept: list, fun_dynamic: list, entry: Entry):
+            call = current.call
+            record = (
+                call is not None
+                and call.program is self
+                and not call.lowering
+                and not call.traced
+            )
+            explained = None
+            if record:
+                assert call is not None
+                call.traced = True
+                # Decide the miss and run the guards before the user's function is traced, so
+                # that a refused recompilation costs nothing and leaves nothing half-made.
+                explained = self._explain(call, entry)
+                self._check(call, explained[0])
+            fun_leaves = list(self.fun_template)
+            for i, x in zip((i for i, m in enumerate(self.fun_mask) if m), fun_dynamic):
+                fun_leaves[i] = x
+            fun = self.fun_treedef.unflatten(fun_leaves)
+            args, kwargs = entry.rebuild(donated, kept)
+            out = fun(*args, **kwargs)
+            if explained is not None:
+                assert call is not None
+                self._commit(call, entry, *explained)
+            return _split_output(out)
+
+        # Compile logs and profiles show the user's function, not ours.
+        body.__name__ = self.name
+        body.__qualname__ = self.qualname
+        donate_argnums = () if self.donate == "none" else (0,)
+        return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
+
+    def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature]:
+        sig = signature(call.args, call.kwargs)
+        mutated = getattr(entry, "mutated", None)
+        if mutated is not None:
+            index, what = mutated
+            path = sig.leaves[index][0] if index is not None else "(a static field)"
+            reason = (
+                f"{what}, so `{path}` was traced again instead of reusing the program compiled "
+                "for its old contents; pass immutable values (tuples, frozen dataclasses) or "
+                "arrays to avoid the retrace."
+            )
+            return Miss("mutated", path, reason), sig
+        return diff(self.history, sig, self.name), sig
+
+    def _check(self, call: Call, miss: Miss) -> None:
+        wrapper = call.wrapper
+        check(
+            self.name,
+            miss,
+            len(call.stats.misses),
+            wrapper.max_traces,
+            wrapper.on_recompile,
+        )
+
+    def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature) -> None:
+        self.history.append(sig)
+        call.stats.misses.append(miss)
+        call.committed = True
+        entry.mutated = None
+
+    def untraced_miss(self, call: Call) -> None:
+        """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
+        its first call): explained, guarded and recorded here, before XLA compiles."""
+        miss, sig = self._explain(call, call.entry)
+        self._check(call, miss)
+        self._commit(call, call.entry, miss, sig)
+
+
+_all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
+# Programs of functions with a value key (no identity fallback, no arrays), shared by all
+# wrappers of equivalent functions with the same options until `es.clear_caches()`.
+_shared: dict[Any, Program] = {}
+
+
+def get_program(fun: Any, donate: str, jitkwargs: dict[str, Any]) -> Program:
+    """The program for `fun` with these options: a shared one when `fun` has a value key."""
+    if any(map(eqx.is_array, jtu.tree_leaves(fun))):
+        return Program(fun, donate, jitkwargs)
+    key = stable_key((fun, donate, tuple(sorted(jitkwargs.items()))))
+    if key_uses_identity(key):
+        return Program(fun, donate, jitkwargs)
+    program = _shared.get(key)
+    if program is None:
+        program = _shared[key] = Program(fun, donate, jitkwargs)
+    return program
+
+
+def _clear_all() -> None:
+    for program in list(_all_programs):
+        program.clear()
+    _shared.clear()
+    for wrapper in list(live_wrappers):
+        wrapper._stats.clear()
+
+
+cache_clears.append(_clear_all)

@@ -1,0 +1,63 @@
+"""`es.report()`: one table over every live stable `filter_jit`."""
+
+from collections import Counter
+
+from ._accounting import live_wrappers, Miss
+
+
+_HEADER = ("function", "calls", "hits", "misses", "compile s", "most common miss")
+_MAX_REASON = 90
+
+
+def _top_reason(misses: list[Miss]) -> str:
+    # The first call always misses; the interesting misses are the ones after it.
+    later = [m for m in misses if m.kind != "first"]
+    if not later:
+        return "-"
+    (kind, path), count = Counter((m.kind, m.path) for m in later).most_common(1)[0]
+    reason = next(m.reason for m in later if (m.kind, m.path) == (kind, path))
+    text = f"{kind} at `{path}` (x{count}): {reason}" if path else f"{kind} (x{count}): {reason}"
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
+
+
+def report() -> str:
+    """A table over every live stable [`eqxstable.filter_jit`][]: its name, calls, hits, misses,
+    compile seconds and the most common reason it recompiled.
+
+    **Arguments:** None.
+
+    **Returns:**
+
+    The table as a string (print it).
+
+    !!! example
+
+        ```python
+        print(es.report())
+        ```
+    """
+    rows = []
+    for wrapper in sorted(live_wrappers, key=lambda w: w.name):
+        info = wrapper.cache_info()
+        rows.append(
+            (
+                wrapper.name,
+                str(info.hits + info.misses),
+                str(info.hits),
+                str(info.misses),
+                f"{info.compile_seconds:.3f}",
+                _top_reason(wrapper._stats.misses),
+            )
+        )
+    if not rows:
+        return "No stable `filter_jit` functions are alive."
+    widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
+
+    def line(row):
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(width) for cell, width in zip(row[1:5], widths[1:5])]
+        cells.append(row[5])
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths[:5]) + "  " + "-" * len(_HEADER[5])
+    return "\n".join([line(_HEADER), rule, *map(line, rows)])

@@ -1,0 +1,354 @@
+"""Per-call signatures and the closest-entry diff that explains a miss.
+
+A `Signature` records, for one call, every leaf (path, and either the array's shape, dtype, weak
+type and sharding or the static value's stable key) and every pytree node (path, type, node data,
+and an Equinox module's static fields). [`diff`][] compares a new signature with the earlier ones,
+picks the closest (fewest differences) and returns the `Miss` naming the first difference.
+
+This runs only on a miss, so it favours clear output over speed. It knows nothing about jit and
+is the internal API the tools (`eqxstable doctor`) build on.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.tree_util as jtu
+import numpy as np
+from jax.core import Tracer
+
+from .._keys import key_uses_identity, stable_key
+from ._accounting import Miss, MissKind
+
+
+_SCALARS = (bool, int, float, complex)
+_MAX_REPR = 60
+# A different pytree structure makes the leaves incomparable, so such an entry is "further" than
+# any entry with the same structure.
+_STRUCTURE_WEIGHT = 1_000_000
+
+
+class ArrayLeaf(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: Any
+    weak_type: bool
+    sharding: Any
+
+
+class StaticLeaf(NamedTuple):
+    key: Any
+    type: type
+    text: str
+
+
+class Node(NamedTuple):
+    """One pytree node: its type, a type-exact key of its node data, and (Equinox modules) the
+    static fields by name, as `{name: StaticLeaf}`."""
+
+    type: type
+    data_key: Any
+    data_text: str
+    fields: dict[str, StaticLeaf] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """What one call looked like, leaf by leaf and node by node (paths in the user's terms)."""
+
+    leaves: tuple[tuple[str, ArrayLeaf | StaticLeaf], ...]
+    nodes: tuple[tuple[str, Node], ...]
+
+
+def render_path(keypath: Sequence[Any]) -> str:
+    """Renders a key path into `(args, kwargs)` as `args[0].mlp.activation` / `kwargs['x']`."""
+    if not keypath:
+        return "(args, kwargs)"
+    head, rest = keypath[0], tuple(keypath[1:])
+    name = "args" if getattr(head, "idx", None) == 0 else "kwargs"
+    return name + jtu.keystr(rest)
+
+
+def short_repr(obj: Any) -> str:
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _static_leaf(obj: Any) -> StaticLeaf:
+    return StaticLeaf(stable_key(obj), type(obj), short_repr(obj))
+
+
+def _array_leaf(x: Any) -> ArrayLeaf:
+    if isinstance(x, Tracer):
+        aval = x.aval
+        shape, dtype, weak = aval.shape, aval.dtype, aval.weak_type  # pyright: ignore
+        sharding = None
+    elif isinstance(x, jax.Array):
+        shape, dtype, weak = x.shape, x.dtype, x.weak_type  # pyright: ignore
+        sharding = x.sharding if x.committed else None
+    else:
+        x = np.asarray(x)
+        shape, dtype, weak, sharding = x.shape, x.dtype, False, None
+    return ArrayLeaf(tuple(shape), np.dtype(dtype), bool(weak), sharding)
+
+
+def _data_key(data: Any) -> Any:
+    # Node data is rebuilt by every flatten (a dict's keys come as a fresh list), so containers
+    # are compared by their contents here; the values in them by `stable_key`.
+    if type(data) in (list, tuple):
+        return (type(data), tuple(map(_data_key, data)))
+    return stable_key(data)
+
+
+def _node(x: Any, treedef: Any) -> Node:
+    node_type, data = treedef.node_data()
+    fields = None
+    if isinstance(x, eqx.Module):
+        fields = {
+            f.name: _static_leaf(getattr(x, f.name, None))
+            for f in dataclasses.fields(x)
+            if f.metadata.get("static", False)
+        }
+    return Node(node_type, _data_key(data), short_repr(data), fields)
+
+
+def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:
+    children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        path = render_path(keypath)
+        leaves.append((path, _array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
+        return
+    nodes.append((render_path(keypath), _node(x, treedef)))
+    for child_path, child in children:
+        _walk(child, keypath + tuple(child_path), leaves, nodes)
+
+
+def signature(args: tuple, kwargs: dict) -> Signature:
+    """The signature of one call `f(*args, **kwargs)`, as the stable `filter_jit` sees it: JAX
+    and NumPy arrays are traced leaves, everything else is static.
+
+    **Arguments:**
+
+    - `args`, `kwargs`: the call's arguments.
+
+    **Returns:**
+
+    A `Signature`, to be given to [`diff`][].
+    """
+    leaves: list = []
+    nodes: list = []
+    _walk((args, kwargs), (), leaves, nodes)
+    return Signature(tuple(leaves), tuple(nodes))
+
+
+class _Difference(NamedTuple):
+    kind: MissKind
+    path: str
+    reason: str
+
+
+def _describe_array(a: ArrayLeaf) -> str:
+    weak = " (weakly typed)" if a.weak_type else ""
+    return f"{a.dtype.name}{list(a.shape)}{weak}"
+
+
+def _describe_static(s: StaticLeaf) -> str:
+    return f"{s.type.__name__} {s.text}"
+
+
+def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Difference:
+    if old.type is new.type and key_uses_identity(old.key) and key_uses_identity(new.key):
+        return _Difference(
+            "identity",
+            path,
+            f"`{path}` is compared by identity and a new but similar-looking {new.type.__name__} "
+            f"was passed ({old.text} -> {new.text}); build it once and reuse it, use "
+            "`es.StableModule`/`es.stabilize`/`es.intern`, or give its class value equality.",
+        )
+    if old.type in _SCALARS and new.type in _SCALARS:
+        fix = (
+            "every distinct value compiles a new program; to trace it instead, pass "
+            "`jnp.asarray(value)` or store it with `es.field(dynamic=True)`."
+        )
+    else:
+        fix = "every distinct value compiles a new program; keep it fixed or pass it as an array."
+    return _Difference(
+        "static",
+        path,
+        f"static value `{path}` changed: {_describe_static(old)} -> {_describe_static(new)}; {fix}",
+    )
+
+
+def _array_difference(path: str, old: ArrayLeaf, new: ArrayLeaf) -> _Difference | None:
+    change = f"{_describe_array(old)} -> {_describe_array(new)}"
+    if old.shape != new.shape:
+        return _Difference(
+            "shape",
+            path,
+            f"`{path}` changed shape: {change}; every new shape compiles a new program, so pad or "
+            "bucket inputs to a few shapes.",
+        )
+    if old.dtype != new.dtype:
+        return _Difference(
+            "dtype",
+            path,
+            f"`{path}` changed dtype: {change}; cast it to one dtype before the call.",
+        )
+    if old.weak_type != new.weak_type:
+        return _Difference(
+            "weak_type",
+            path,
+            f"`{path}` changed weak type: {change}; a weakly typed array comes from a Python "
+            "scalar, so create it with an explicit dtype (`jnp.asarray(x, dtype=...)`) or store "
+            "the hyperparameter with `es.field(dynamic=True)` every time.",
+        )
+    if old.sharding != new.sharding:
+        return _Difference(
+            "sharding",
+            path,
+            f"`{path}` changed sharding: {old.sharding} -> {new.sharding}; place it with the "
+            "same sharding every call (`jax.device_put(x, sharding)`).",
+        )
+    return None
+
+
+def _leaf_difference(path: str, old: Any, new: Any) -> _Difference | None:
+    if type(old) is ArrayLeaf and type(new) is ArrayLeaf:
+        return _array_difference(path, old, new)
+    if type(old) is StaticLeaf and type(new) is StaticLeaf:
+        return None if old.key == new.key else _static_difference(path, old, new)
+    was, now = (
+        _describe_array(x) if isinstance(x, ArrayLeaf) else _describe_static(x)
+        for x in (old, new)
+    )
+    scalar = any(type(x) is StaticLeaf and x.type in _SCALARS for x in (old, new))
+    kind: MissKind = "weak_type" if scalar else "static"
+    return _Difference(
+        kind,
+        path,
+        f"`{path}` switched between an array and a static value: {was} -> {now}; Python "
+        "scalars are static (one program per value) while arrays are traced, so pass "
+        "`jnp.asarray(value)` every time.",
+    )
+
+
+def _node_differences(path: str, old: Node, new: Node) -> list[_Difference]:
+    if old.type is not new.type:
+        return [
+            _Difference(
+                "structure",
+                path,
+                f"`{path}` changed pytree node type: {old.type.__name__} -> "
+                f"{new.type.__name__}; pass arguments of the same structure every call.",
+            )
+        ]
+    if old.data_key == new.data_key:
+        return []
+    if old.fields is not None and new.fields is not None and old.fields.keys() == new.fields.keys():
+        found = [
+            _static_difference(f"{path}.{name}", old.fields[name], new.fields[name])
+            for name in old.fields
+            if old.fields[name].key != new.fields[name].key
+        ]
+        if found:
+            return found
+    return [
+        _Difference(
+            "structure",
+            path,
+            f"`{path}` ({new.type.__name__}) changed its pytree node data: {old.data_text} -> "
+            f"{new.data_text}; pass arguments of the same structure every call.",
+        )
+    ]
+
+
+def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]]:
+    """The differences between two signatures and a distance (the number of differences)."""
+    old_nodes = dict(old.nodes)
+    found: list[_Difference] = []
+    structural = False
+    for path, node in new.nodes:
+        before = old_nodes.pop(path, None)
+        if before is None:
+            structural = True
+            found.append(
+                _Difference(
+                    "structure",
+                    path,
+                    f"`{path}` is a new {node.type.__name__} node that the earlier call did not "
+                    "have; pass arguments of the same structure every call.",
+                )
+            )
+        else:
+            diffs = _node_differences(path, before, node)
+            structural = structural or any(d.kind == "structure" for d in diffs)
+            found.extend(diffs)
+    for path, node in old_nodes.items():
+        structural = True
+        found.append(
+            _Difference(
+                "structure",
+                path,
+                f"`{path}` ({node.type.__name__}) is missing, the earlier call had it; pass "
+                "arguments of the same structure every call.",
+            )
+        )
+    old_leaves = dict(old.leaves)
+    for path, leaf in new.leaves:
+        before = old_leaves.get(path)
+        if before is None:
+            structural = True
+            continue
+        difference = _leaf_difference(path, before, leaf)
+        if difference is not None:
+            found.append(difference)
+    if not structural and len(old.leaves) != len(new.leaves):
+        structural = True
+    distance = len(found) + (_STRUCTURE_WEIGHT if structural else 0)
+    # Structure first (nothing else is comparable then), then in the order of the arguments.
+    found.sort(key=lambda d: d.kind != "structure")
+    return distance, found
+
+
+def diff(previous: Sequence[Signature], new: Signature, name: str = "the function") -> Miss:
+    """Explains why a call with signature `new` could not reuse any earlier program.
+
+    **Arguments:**
+
+    - `previous`: the signatures of the calls that compiled a program, oldest first.
+    - `new`: the signature of the call that missed.
+    - `name`: the function's name, for the message.
+
+    **Returns:**
+
+    A [`eqxstable.Miss`][]: kind `"first"` without earlier signatures; otherwise the first
+    difference from the closest earlier signature (the one with the fewest differences; the
+    latest on a tie), its path, and a reason that also counts any further differences.
+    """
+    if not previous:
+        return Miss("first", "", f"first call of `{name}`: traced and compiled.")
+    best: tuple[int, list[_Difference]] | None = None
+    for old in reversed(previous):
+        distance, found = _differences(old, new)
+        if best is None or distance < best[0]:
+            best = (distance, found)
+    assert best is not None
+    _, found = best
+    if not found:
+        return Miss(
+            "first",
+            "",
+            f"`{name}` was compiled again for arguments it has seen before (JAX's own cache no "
+            "longer held the program).",
+        )
+    first = found[0]
+    reason = first.reason
+    if len(found) > 1:
+        others = ", ".join(f"`{d.path}`" for d in found[1:4])
+        more = "" if len(found) <= 4 else f" and {len(found) - 4} more"
+        reason += f" ({len(found) - 1} more differences: {others}{more}.)"
+    return Miss(first.kind, first.path, reason)

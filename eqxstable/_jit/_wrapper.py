@@ -1,0 +1,305 @@
+"""The stable `filter_jit`: a drop-in for `equinox.filter_jit` whose static arguments are compared
+by `stable_key`, type-exactly, and that accounts for and explains every recompilation."""
+
+import functools as ft
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal, overload, TypeVar
+
+import equinox as eqx
+import jax.tree_util as jtu
+from typing_extensions import ParamSpec
+
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
+from ._guards import OnRecompile
+from ._program import get_program, Program
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+Donate = Literal["all", "all-except-first", "warn", "warn-except-first", "none"]
+_DONATE: dict[str, tuple[str, bool]] = {
+    # mode -> (which leaves are donated, whether "donated buffers were not usable" is silenced)
+    "all": ("all", True),
+    "all-except-first": ("all-except-first", True),
+    "warn": ("all", False),
+    "warn-except-first": ("all-except-first", False),
+    "none": ("none", False),
+}
+_FORBIDDEN_JITKWARGS = (
+    "static_argnums",
+    "static_argnames",
+    "donate_argnums",
+    "donate_argnames",
+    "in_shardings",
+    "out_shardings",
+)
+
+_MSG_DONATE = (
+    "`es.filter_jit(..., donate={donate!r})` is not a donation mode: use one of 'all', "
+    "'all-except-first', 'warn', 'warn-except-first' or 'none'."
+)
+_MSG_ON_RECOMPILE = (
+    "`es.filter_jit(..., on_recompile={value!r})` is not an option: use 'ignore', 'warn' or "
+    "'raise'."
+)
+_MSG_MAX_TRACES = (
+    "`es.filter_jit(..., max_traces={value!r})` should be a positive int or None (no limit)."
+)
+_MSG_JITKWARGS = (
+    "`es.filter_jit(..., {name}=...)` is not supported: arrays are traced and everything else is "
+    "static, and donation is chosen with `donate=...`."
+)
+_MSG_LOWERED_MISMATCH = (
+    "`{name}.lower(...).compile()` was called with arguments whose static parts or structure "
+    "differ from those it was lowered with; lower it again for these arguments."
+)
+
+
+class _JitWrapper:
+    """The callable returned by [`eqxstable.filter_jit`][]."""
+
+    def __init__(
+        self,
+        fun: Callable,
+        program: Program,
+        filter_warning: bool,
+        max_traces: int | None,
+        on_recompile: OnRecompile,
+    ):
+        ft.update_wrapper(self, fun)
+        self._fun = fun
+        self._program = program
+        self._fun_dynamic = program.fun_dynamic(fun)
+        self._filter_warning = filter_warning
+        self.max_traces = max_traces
+        self.on_recompile = on_recompile
+        self._stats = Stats()
+        live_wrappers.add(self)
+
+    @property
+    def name(self) -> str:
+        return self._program.qualname
+
+    def __call__(self, /, *args, **kwargs):
+        __tracebackhide__ = True
+        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        program = self._program
+        entry = program.cache.lookup(leaves, treedef)
+        donated, kept = entry.split(leaves)
+        call = Call(program, self, args, kwargs, entry, False)
+        previous = current.call
+        current.call = call
+        try:
+            if self._filter_warning:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings(
+                        "ignore", message="Some donated buffers were not usable*"
+                    )
+                    dynamic, spec = program.jitted(donated, kept, self._fun_dynamic, entry)
+            else:
+                dynamic, spec = program.jitted(donated, kept, self._fun_dynamic, entry)
+        except BaseException:
+            # A call that failed before its miss was recorded (an error while tracing, or a
+            # guard that refused to recompile) did not happen as far as the counters go.
+            if call.committed:
+                self._stats.calls += 1
+            raise
+        finally:
+            current.call = previous
+        self._stats.calls += 1
+        return spec.rebuild(dynamic)
+
+    def __get__(self, instance, owner=None):
+        del owner
+        if instance is None:
+            return self
+        # An `equinox.Partial` is a pytree, so a bound method passed on to another transform
+        # keeps the module's arrays traced, as with `equinox.filter_jit`.
+        return eqx.Partial(self, instance)
+
+    def lower(self, /, *args, **kwargs) -> "Lowered":
+        """Lowers the function for these arguments, as `jax.jit(...).lower`.
+
+        **Returns:** a `Lowered` with `.as_text()` and `.compile()`; the compiled program is
+        called with arguments of the same structure and static values.
+        """
+        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        program = self._program
+        entry = program.cache.lookup(leaves, treedef)
+        donated, kept = entry.split(leaves)
+        previous = current.call
+        current.call = Call(program, self, args, kwargs, entry, True)
+        try:
+            lowered = program.jitted.lower(donated, kept, self._fun_dynamic, entry)
+        finally:
+            current.call = previous
+        return Lowered(lowered, self, entry)
+
+    def cache_info(self) -> CacheInfo:
+        """The wrapper's counters, in the shape of `functools.lru_cache`'s:
+        `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds)`."""
+        stats = self._stats
+        misses = len(stats.misses)
+        return CacheInfo(
+            hits=stats.calls - misses,
+            misses=misses,
+            maxsize=None,
+            currsize=len(self._program.history),
+            compile_seconds=stats.compile_seconds,
+            trace_seconds=stats.trace_seconds,
+        )
+
+    def cache_clear(self) -> None:
+        """Drops the compiled programs and resets the counters."""
+        self._program.clear()
+        self._stats.clear()
+
+    @property
+    def misses(self) -> tuple[Miss, ...]:
+        """One [`eqxstable.Miss`][] per miss, in order."""
+        return tuple(self._stats.misses)
+
+    def explain(self) -> str:
+        """Every miss so far, one numbered paragraph each."""
+        info = self.cache_info()
+        lines = [
+            f"`{self.name}`: {info.hits + info.misses} calls, {info.hits} hits, "
+            f"{info.misses} misses."
+        ]
+        for i, miss in enumerate(self._stats.misses, 1):
+            where = f" at `{miss.path}`" if miss.path else ""
+            lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<stable filter_jit of {self.name}>"
+
+
+class Lowered:
+    """What [`eqxstable.filter_jit`][]`(f).lower(...)` returns."""
+
+    def __init__(self, lowered: Any, wrapper: _JitWrapper, entry: Any):
+        self.lowered = lowered
+        self._wrapper = wrapper
+        self._entry = entry
+
+    def as_text(self, *args, **kwargs) -> str:
+        return self.lowered.as_text(*args, **kwargs)
+
+    def compile(self, compiler_options: dict[str, str | bool] | None = None) -> "Compiled":
+        compiled = self.lowered.compile(compiler_options=compiler_options)
+        return Compiled(compiled, self._wrapper, self._entry)
+
+
+class Compiled:
+    """A compiled program for one set of static arguments; call it like the function."""
+
+    def __init__(self, compiled: Any, wrapper: _JitWrapper, entry: Any):
+        self.compiled = compiled
+        self._wrapper = wrapper
+        self._entry = entry
+
+    def __call__(self, *args, **kwargs):
+        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        wrapper = self._wrapper
+        if wrapper._program.cache.lookup(leaves, treedef) is not self._entry:
+            raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
+        donated, kept = self._entry.split(leaves)
+        dynamic, spec = self.compiled(donated, kept, wrapper._fun_dynamic)
+        return spec.rebuild(dynamic)
+
+    def as_text(self) -> str:
+        return self.compiled.as_text()
+
+
+@overload
+def filter_jit(
+    *,
+    donate: Donate = "none",
+    max_traces: int | None = None,
+    on_recompile: OnRecompile = "ignore",
+) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]: ...
+
+
+@overload
+def filter_jit(
+    fun: Callable[_P, _T],
+    /,
+    *,
+    donate: Donate = "none",
+    max_traces: int | None = None,
+    on_recompile: OnRecompile = "ignore",
+) -> Callable[_P, _T]: ...
+
+
+def filter_jit(
+    fun=None,
+    /,
+    *,
+    donate: Donate = "none",
+    max_traces: int | None = None,
+    on_recompile: OnRecompile = "ignore",
+    **jitkwargs: Any,
+) -> Any:
+    """A drop-in for `equinox.filter_jit`: JAX and NumPy arrays are traced, everything else is
+    static. Static values are compared by [`eqxstable.stable_key`][], so an equivalent rebuilt
+    callable (a new lambda, `optax.adam(1e-3)` built again) reuses the compiled program even
+    inside a plain `equinox.Module`, and keys are type-exact, so `1`, `1.0` and `True` never
+    share a program. Every miss is counted and explained.
+
+    **Arguments:**
+
+    - `fun`: the function to compile. May be omitted, to use `filter_jit(...)` as a decorator.
+    - `donate`: as in `equinox.filter_jit`: `'all'`, `'all-except-first'`, `'warn'`,
+        `'warn-except-first'` or `'none'` (the default).
+    - `max_traces`: if set, the trace after the `max_traces`-th raises
+        [`eqxstable.RecompileError`][] with that miss's reason, before compiling.
+    - `on_recompile`: what to do for each miss after the first: `'ignore'` (the default),
+        `'warn'` ([`eqxstable.RecompileWarning`][]) or `'raise'` ([`eqxstable.RecompileError`][]).
+
+    **Returns:**
+
+    The compiled function, with `.cache_info()`, `.cache_clear()`, `.misses`, `.explain()` and
+    `.lower(...)`.
+
+    !!! example
+
+        ```python
+        @es.filter_jit(on_recompile="warn")
+        def loss(model, x):
+            return jnp.mean(model(x) ** 2)
+
+        loss(model, x)
+        print(loss.cache_info())  # CacheInfo(hits=0, misses=1, ...)
+        print(loss.explain())
+        ```
+
+    !!! info
+
+        Calls are dispatched asynchronously, as with `jax.jit`: errors raised with
+        `equinox.error_if` surface when the result is used or blocked on.
+    """
+    if donate not in _DONATE:
+        raise ValueError(_MSG_DONATE.format(donate=donate))
+    if on_recompile not in ("ignore", "warn", "raise"):
+        raise ValueError(_MSG_ON_RECOMPILE.format(value=on_recompile))
+    if max_traces is not None and (
+        type(max_traces) is not int or max_traces < 1  # pyright: ignore[reportUnnecessaryComparison]
+    ):
+        raise ValueError(_MSG_MAX_TRACES.format(value=max_traces))
+    for name in _FORBIDDEN_JITKWARGS:
+        if name in jitkwargs:
+            raise ValueError(_MSG_JITKWARGS.format(name=name))
+    if fun is None:
+        return ft.partial(
+            filter_jit,
+            donate=donate,
+            max_traces=max_traces,
+            on_recompile=on_recompile,
+            **jitkwargs,
+        )
+    which, filter_warning = _DONATE[donate]
+    program = get_program(fun, which, jitkwargs)
+    return _JitWrapper(fun, program, filter_warning, max_traces, on_recompile)
