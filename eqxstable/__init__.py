@@ -9,6 +9,7 @@ from ._errors import (
     RegistryError as RegistryError,
     StabilityWarning as StabilityWarning,
 )
+from ._field import field as field
 from ._jit import (
     CacheInfo as CacheInfo,
     filter_jit as filter_jit,
@@ -16,7 +17,6 @@ from ._jit import (
     no_recompiles as no_recompiles,
     report as report,
 )
-from ._field import field as field
 from ._keys import stable_key as stable_key
 from ._module import StableModule as StableModule
 from ._registry import intern as intern, lookup as lookup, register as register
