@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import functools as ft
 import operator
+import weakref
 from typing import Any, TypeVar
 
 import equinox as eqx
@@ -19,6 +20,7 @@ import jax
 import jax.tree_util as jtu
 import numpy as np
 
+from ._caches import cache_clears
 from ._canonical import freeze
 from ._errors import StabilityWarning, warn
 from ._registry import intern
@@ -42,7 +44,8 @@ MSG_HASH_WITHOUT_EQ = (
 
 class _Kind(enum.Enum):
     ARRAY = enum.auto()
-    NONE = enum.auto()
+    NONE = enum.auto()  # `None`, `True` and `False`: singletons, their own canonical instance.
+    INT = enum.auto()
     LIST = enum.auto()
     TUPLE = enum.auto()
     NAMEDTUPLE = enum.auto()
@@ -68,7 +71,14 @@ def _kind(obj: Any) -> _Kind:
 def _classify(obj: Any) -> _Kind:
     # Depends on the type only (pytree registration is per type), so it is cached.
     t = type(obj)
-    simple = {list: _Kind.LIST, tuple: _Kind.TUPLE, dict: _Kind.DICT, type(None): _Kind.NONE}
+    simple = {
+        list: _Kind.LIST,
+        tuple: _Kind.TUPLE,
+        dict: _Kind.DICT,
+        type(None): _Kind.NONE,
+        bool: _Kind.NONE,
+        int: _Kind.INT,
+    }
     if t in simple:
         return simple[t]
     if issubclass(t, (jax.Array, np.ndarray, np.generic)):
@@ -86,9 +96,43 @@ def _classify(obj: Any) -> _Kind:
     return _Kind.LEAF
 
 
+def _small_int(obj: int) -> bool:
+    # CPython keeps one object per int in [-5, 256], so `intern` could only return that same
+    # object: skipping it is exact, and saves a microsecond per size field.
+    return -5 <= obj <= 256
+
+
 def _hash_without_eq(t: type) -> bool:
     has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
     return has_hash and t.__eq__ is object.__eq__
+
+
+# Modules that a walk has returned, all of whose leaves were canonical then. Returning such a
+# module unchanged is always correct (it is equivalent to itself), so a later walk stops there,
+# which makes `stabilize` of a stable tree, and a `StableModule` holding one, cheap. Held weakly.
+_known: dict[int, weakref.ref] = {}
+
+
+def _forget(i: int, ref: weakref.ref) -> None:
+    if _known.get(i) is ref:
+        del _known[i]
+
+
+def _is_known(m: Any) -> bool:
+    ref = _known.get(id(m))
+    return ref is not None and ref() is m
+
+
+def mark_known(m: Any) -> None:
+    """Records that every leaf of the module `m` is canonical."""
+    i = id(m)
+    try:
+        _known[i] = weakref.ref(m, lambda r, i=i: _forget(i, r))
+    except TypeError:
+        pass
+
+
+cache_clears.append(_known.clear)
 
 
 @ft.cache
@@ -114,8 +158,14 @@ class _Walk:
             return intern(obj)
         if kind is _Kind.ARRAY or kind is _Kind.NONE:
             return obj
+        if kind is _Kind.INT:
+            return obj if _small_int(obj) else intern(obj)
         if kind is _Kind.MODULE:
-            return self.module(obj, path, False)
+            if _is_known(obj):
+                return obj
+            out = self.module(obj, path, False)
+            mark_known(out)
+            return out
         if kind is _Kind.LIST:
             items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else items
@@ -143,6 +193,8 @@ class _Walk:
             return intern(obj)
         if kind is _Kind.NONE:
             return obj
+        if kind is _Kind.INT:
+            return obj if _small_int(obj) else intern(obj)
         if kind is _Kind.MODULE:
             return self.module(obj, path, True)
         if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
@@ -255,6 +307,7 @@ def stabilize_fields(module: Any, call: str) -> None:
         new = walk.dynamic(value, (root, "." + name))
         if new is not value:
             object.__setattr__(module, name, new)
+    mark_known(module)
 
 
 def stabilize_static(value: Any, owner: str, name: str) -> Any:
