@@ -231,7 +231,8 @@ _Leaf = Callable[[Any, Any], Any]
 def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
     """The hashable canonical form of a static value: lists and tuples become tuples (a
     NamedTuple keeps its class), dicts become [`FrozenDict`][]s, sets become frozensets and NumPy
-    arrays become [`ReadOnlyArray`][]s, recursively. Everything else is passed to `leaf`.
+    arrays and scalars become [`ReadOnlyArray`][]s, recursively. Everything else is passed to
+    `leaf`.
 
     Nothing is copied when nothing changes, so freezing a frozen value returns it unchanged.
 
@@ -263,7 +264,8 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
         if t is frozenset and all(map(operator.is_, items, obj)):
             return obj
         return frozenset(items)
-    if t is np.ndarray:
+    if t is np.ndarray or isinstance(obj, np.generic):
+        # A NumPy scalar too: it is an array to Equinox, which warns about one in a static field.
         return ReadOnlyArray(obj) if leaf is None else leaf(ReadOnlyArray(obj), path)
     if issubclass(t, tuple) and hasattr(obj, "_make"):
         items = [freeze(x, leaf, (path, i)) for i, x in enumerate(obj)]

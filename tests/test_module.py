@@ -360,6 +360,20 @@ def test_numpy_array_in_static_field_is_fine():
         m.table.array[0] = 1.0
 
 
+def test_numpy_scalar_in_static_field_is_fine():
+    # Equinox counts a NumPy scalar as an array and would warn (an error here).
+    class Eps(es.StableModule):
+        eps: Any = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x + self.eps
+
+    m = Eps(np.float32(1e-3))
+    assert m.eps.dtype == np.float32 and float(m.eps) == pytest.approx(1e-3)
+    assert Eps(np.float32(1e-3)).eps is m.eps
+    np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(m, jnp.zeros(2)), 1e-3)
+
+
 class OnlyHash:
     def __hash__(self):
         return 0
