@@ -1,0 +1,294 @@
+"""Counting every `equinox.filter_jit` call, including wrappers made before the doctor started.
+
+Equinox's `_JitWrapper.__call__` and `.lower` go through the module-level function
+`equinox._jit._call`, which is looked up at call time; replacing that one name therefore reaches
+every wrapper, old or new. A trace is witnessed from inside the traced body: the body Equinox
+jits (`fun_wrapped`) first calls `equinox._jit.hashable_combine` to rebuild the function, so
+replacing that name gives a counter that runs exactly when JAX traces, nested calls included.
+XLA compile and trace seconds come from `jax.monitoring` duration events.
+
+When Equinox's internals move, the doctor falls back: to `_JitWrapper.__call__` for calls, and to
+the `jax.monitoring` trace event (top-level traces only) as the witness of a trace. `install()`
+says which hooks it used, and a test fails when it was not the first choice.
+"""
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax.monitoring
+import jax.tree_util as jtu
+
+from .._keys import key_uses_identity, stable_key
+from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
+
+
+_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class _Frame:
+    """One `equinox.filter_jit` call that is running now in this thread."""
+
+    __slots__ = ("traced", "compiled", "compile_seconds", "trace_seconds", "lowering")
+
+    def __init__(self, lowering: bool = False):
+        self.traced = False
+        self.compiled = False
+        self.compile_seconds = 0.0
+        self.trace_seconds = 0.0
+        self.lowering = lowering
+
+
+class _Stack(threading.local):
+    frames: list[_Frame]
+
+    def __init__(self):
+        self.frames = []
+
+
+class Record:
+    """One row of the report: every Equinox cache of one function (several when equivalent
+    functions were wrapped again, e.g. `eqx.filter_jit(lambda ...)` inside a loop)."""
+
+    def __init__(self, name: str, location: str):
+        self.name = name
+        self.location = location
+        self.caches = 0
+        self.calls = 0
+        self.misses: list[ObservedMiss] = []
+        self.collisions: list[Collision] = []
+        self.compile_seconds = 0.0
+        self.trace_seconds = 0.0
+        self.history = StaticHistory()
+
+
+class _CacheState:
+    """Per Equinox cache (one `jax.jit` object): its record, and Equinox's own view of its keys,
+    `(treedef, static leaves) -> {types of the static leaves: collision or None}`, used to notice
+    a hit served from a program compiled for values of other types (`1` for `1.0`)."""
+
+    __slots__ = ("record", "keys", "fresh")
+
+    def __init__(self, record: Record):
+        self.record = record
+        self.keys: dict[Any, dict[tuple, Collision | None]] = {}
+        self.fresh = True
+
+
+def _location(fun: Any) -> str:
+    while True:
+        inner = getattr(fun, "__wrapped__", None) or getattr(fun, "func", None)
+        if inner is None or inner is fun:
+            break
+        fun = inner
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return ""
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _fun_name(fun: Any) -> str:
+    from .._jit._program import fun_names
+
+    return fun_names(fun)[0]
+
+
+class Observer:
+    """Installs the hooks, keeps one `Record` per jitted function, and uninstalls cleanly."""
+
+    def __init__(self):
+        self.records: list[Record] = []
+        self.hooks: tuple[str, str] = ("none", "none")
+        self._by_fun: dict[Any, Record] = {}
+        self._caches: weakref.WeakKeyDictionary[Any, _CacheState] = weakref.WeakKeyDictionary()
+        self._stack = _Stack()
+        self._undo: list[Callable[[], None]] = []
+        self._combine: Callable | None = None
+
+    # -- installation -------------------------------------------------------------------------
+
+    def install(self) -> tuple[str, str]:
+        """Patches Equinox once. Returns `(call hook, trace witness)`: the first choice is
+        `("equinox._jit._call", "equinox._jit.hashable_combine")`."""
+        jit_module = getattr(eqx, "_jit", None)
+        call_hook = "none"
+        original_call = getattr(jit_module, "_call", None)
+        wrapper_cls = getattr(jit_module, "_JitWrapper", None)
+        if callable(original_call):
+            self._patch(jit_module, "_call", self._make_call(original_call))
+            call_hook = "equinox._jit._call"
+        elif wrapper_cls is not None and callable(getattr(wrapper_cls, "__call__", None)):
+            self._patch(wrapper_cls, "__call__", self._make_method(wrapper_cls.__call__))
+            call_hook = "equinox._jit._JitWrapper.__call__"
+        witness = "jax.monitoring"
+        combine = getattr(jit_module, "hashable_combine", None)
+        if call_hook != "none" and callable(combine):
+            self._combine = combine
+            self._patch(jit_module, "hashable_combine", self._make_combine(combine))
+            witness = "equinox._jit.hashable_combine"
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        self._undo.append(lambda: jax.monitoring.unregister_event_duration_listener(self._listener))
+        self.hooks = (call_hook, witness)
+        return self.hooks
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        old = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(lambda: setattr(owner, name, old))
+
+    def _make_call(self, original: Callable) -> Callable:
+        observer = self
+
+        def _call(jit_wrapper, is_lower, args, kwargs):
+            __tracebackhide__ = True
+            return observer._observe(jit_wrapper, is_lower, args, kwargs, original)
+
+        return _call
+
+    def _make_method(self, original: Callable) -> Callable:
+        observer = self
+
+        def __call__(jit_wrapper, /, *args, **kwargs):
+            __tracebackhide__ = True
+            return observer._observe(
+                jit_wrapper, False, args, kwargs, lambda w, _, a, k: original(w, *a, **k)
+            )
+
+        return __call__
+
+    def _make_combine(self, original: Callable) -> Callable:
+        frames = self._stack
+
+        def hashable_combine(*args, **kwargs):
+            if frames.frames:
+                frames.frames[-1].traced = True
+            return original(*args, **kwargs)
+
+        return hashable_combine
+
+    def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
+        del kwargs
+        frames = self._stack.frames
+        if not frames or frames[-1].lowering:
+            return
+        frame = frames[-1]
+        if event == _COMPILE_EVENT:
+            frame.compiled = True
+            frame.compile_seconds += duration_secs
+        elif event == _TRACE_EVENT:
+            frame.trace_seconds += duration_secs
+            if self.hooks[1] == "jax.monitoring":
+                frame.traced = True
+        elif event == _LOWER_EVENT:
+            frame.compiled = True
+
+    # -- per call -----------------------------------------------------------------------------
+
+    def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
+        __tracebackhide__ = True
+        frames = self._stack.frames
+        frame = _Frame(lowering=is_lower)
+        frames.append(frame)
+        try:
+            out = original(jit_wrapper, is_lower, args, kwargs)
+        finally:
+            frames.pop()
+        if not is_lower:
+            try:
+                self._account(jit_wrapper, frame, args, kwargs)
+            except Exception:  # pragma: no cover - the doctor must never break the script.
+                pass
+        return out
+
+    def _state(self, jit_wrapper: Any) -> _CacheState:
+        cached = getattr(jit_wrapper, "_cached", jit_wrapper)
+        state = self._caches.get(cached)
+        if state is None:
+            state = _CacheState(self._record_for(jit_wrapper))
+            state.record.caches += 1
+            self._caches[cached] = state
+        return state
+
+    def _record_for(self, jit_wrapper: Any) -> Record:
+        fun = self._unwrap(jit_wrapper)
+        options = tuple(
+            getattr(jit_wrapper, name, None)
+            for name in ("donate_first", "donate_rest", "filter_warning")
+        )
+        key: Any = None
+        if fun is not None and not any(map(eqx.is_array, jtu.tree_leaves(fun))):
+            fun_key = stable_key((fun, options))
+            if not key_uses_identity(fun_key):
+                key = fun_key
+        record = self._by_fun.get(key) if key is not None else None
+        if record is None:
+            record = Record(
+                _fun_name(fun) if fun is not None else getattr(jit_wrapper, "fn", "?"),
+                _location(fun),
+            )
+            self.records.append(record)
+            if key is not None:
+                self._by_fun[key] = record
+        return record
+
+    def _unwrap(self, jit_wrapper: Any) -> Any:
+        dynamic = getattr(jit_wrapper, "_dynamic_fun", None)
+        static = getattr(jit_wrapper, "_static_fun", None)
+        if self._combine is not None and static is not None:
+            return self._combine(dynamic, static)
+        try:
+            return jit_wrapper.__wrapped__
+        except Exception:
+            return None
+
+    def _account(self, jit_wrapper: Any, frame: _Frame, args, kwargs) -> None:
+        state = self._state(jit_wrapper)
+        record = state.record
+        record.calls += 1
+        record.compile_seconds += frame.compile_seconds
+        record.trace_seconds += frame.trace_seconds
+        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        statics = tuple(x for x in leaves if not eqx.is_array(x))
+        try:
+            key: Any = (treedef, statics)
+            hash(key)
+        except Exception:
+            key = None
+        types = tuple(map(type, statics))
+        if frame.traced or frame.compiled:
+            new_cache, state.fresh = state.fresh, False
+            miss = explain_miss(
+                record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
+            )
+            record.misses.append(miss)
+            if key is not None:
+                state.keys.setdefault(key, {})[types] = None
+            return
+        if key is None:
+            return
+        seen = state.keys.get(key)
+        if seen is None or types in seen:
+            collision = seen.get(types) if seen is not None else None
+            if collision is not None:
+                record.collisions.append(collision)
+            return
+        collision = find_collision(record.history, args, kwargs)
+        seen[types] = collision
+        if collision is not None:
+            record.collisions.append(collision)
+
+
+class Hooks(NamedTuple):
+    call: str
+    trace: str
+
+
+PREFERRED_HOOKS = Hooks("equinox._jit._call", "equinox._jit.hashable_combine")
