@@ -23,6 +23,7 @@ import numpy as np
 from ._caches import cache_clears
 from ._canonical import freeze
 from ._errors import StabilityWarning, warn
+from ._keys import _resolve, _warn_identity
 from ._registry import intern
 
 
@@ -103,8 +104,10 @@ def _small_int(obj: int) -> bool:
 
 
 def _hash_without_eq(t: type) -> bool:
-    has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
-    return has_hash and t.__eq__ is object.__eq__
+    # Exactly the classes that `stable_key` warns about (it knows, e.g., that enum members are
+    # singletons, with an identity `__eq__` that is right for them); the walk warns instead,
+    # naming the field as well.
+    return _resolve(t) is _warn_identity
 
 
 # Modules that a walk has returned, all of whose leaves were canonical then. Returning such a

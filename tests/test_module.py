@@ -374,6 +374,40 @@ def test_numpy_scalar_in_static_field_is_fine():
     np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(m, jnp.zeros(2)), 1e-3)
 
 
+def test_enum_and_class_in_static_fields_do_not_warn():
+    # Enum members hash by identity and have no `__eq__` of their own, but they are singletons:
+    # nothing to warn about. A class is its own canonical instance.
+    class Options(es.StableModule):
+        precision: jax.lax.Precision = eqx.field(static=True)
+        layer_type: type = eqx.field(static=True)
+
+        def __call__(self, x):
+            return jnp.dot(x, x, precision=self.precision)
+
+    run, traces = _counting_jit(lambda model, x: model(x))
+    for _ in range(3):
+        out = run(Options(jax.lax.Precision.HIGHEST, eqx.nn.Linear), _X)
+        np.testing.assert_allclose(out, 5.25, rtol=1e-6)
+    assert traces() == 1
+
+
+def test_built_under_filter_vmap():
+    # An ensemble: leaves are batched tracers while `__init__` runs; callables still interned.
+    class Member(es.StableModule):
+        mlp: eqx.nn.MLP
+
+        def __init__(self, key):
+            self.mlp = eqx.nn.MLP(3, 3, 4, 1, activation=lambda x: 0.5 * x, key=key)
+
+    keys = jr.split(_KEY, 4)
+    a, b = eqx.filter_vmap(Member)(keys), eqx.filter_vmap(Member)(keys)
+    assert a.mlp.layers[0].weight.shape == (4, 4, 3)
+    assert a.mlp.activation is b.mlp.activation
+    out = eqx.filter_vmap(lambda m, x: m.mlp(x), in_axes=(eqx.if_array(0), None))(a, _X)
+    reference = Member(keys[1]).mlp(_X)
+    np.testing.assert_allclose(out[1], reference, rtol=1e-5, atol=1e-6)
+
+
 class OnlyHash:
     def __hash__(self):
         return 0
