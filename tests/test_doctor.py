@@ -1,0 +1,338 @@
+"""`eqxstable doctor`: scripts run as `python SCRIPT` would, every `equinox.filter_jit` counted.
+
+Most tests run the doctor in a subprocess on a small script written to `tmp_path`, with two
+witnesses for the counts: a `nonlocal` trace counter inside the jitted function (printed by the
+script) and JAX's compile log. A few check the observer in this process, where wrappers made
+before it was installed can be set up.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+
+from eqxstable._doctor import Observer, PREFERRED_HOOKS
+
+from .helpers import compile_log
+
+
+ROOT = Path(__file__).parent.parent
+
+# A rebuilt-lambda loop: Equinox compiles three times, eqxstable once. The script prints its own
+# trace count, as counted inside the traced function.
+SWEEP = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+traces = 0
+
+@eqx.filter_jit
+def loss(model, x):
+    global traces
+    traces += 1
+    return jnp.mean(model(x) ** 2)
+
+for seed in range(3):
+    key = jax.random.key(seed)
+    model = eqx.nn.MLP(2, 1, 4, 1, activation=lambda z: jax.nn.gelu(z) / 2, key=key)
+    for _ in range(2):
+        out = loss(model, jnp.ones(2))
+print("traces", traces, "dtype", out.dtype)
+"""
+
+
+def _write(tmp_path: Path, source: str, name: str = "script.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def _doctor(*args: Any, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    return subprocess.run(
+        [sys.executable, "-m", "eqxstable", "doctor", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+def _json_report(tmp_path: Path, *args: Any) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "report.json"
+    proc = _doctor("--json", "--output", out, *args)
+    return proc, json.loads(out.read_text())
+
+
+def test_counts_misses_and_what_eqxstable_avoids(tmp_path):
+    script = _write(tmp_path, SWEEP)
+    proc, report = _json_report(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    assert "traces 3 dtype float32" in proc.stdout
+    (row,) = report["functions"]
+    assert (row["name"], row["jit"], row["calls"], row["hits"], row["misses"]) == (
+        "loss",
+        "equinox",
+        6,
+        3,
+        3,
+    )
+    assert row["misses_by_kind"] == {"first": 1, "identity": 2}
+    identity = [g for g in row["miss_groups"] if g["kind"] == "identity"]
+    assert identity[0]["path"] == "args[0].activation" and identity[0]["avoidable"]
+    assert "compared by identity" in identity[0]["reason"]
+    assert row["avoidable"] == report["totals"]["avoidable"] == 2
+    assert 0 < row["avoidable_compile_seconds"] < row["compile_seconds"]
+    assert report["exit_status"] == 0 and report["mode"] == "observe"
+
+
+def test_text_report_goes_to_stderr(tmp_path):
+    proc = _doctor(_write(tmp_path, SWEEP))
+    assert proc.returncode == 0
+    assert "traces 3" in proc.stdout and "eqxstable doctor" not in proc.stdout
+    assert "2 of these 3 misses would be avoided by eqxstable" in proc.stderr
+    assert "identity at `args[0].activation` [eqxstable avoids]" in proc.stderr
+    assert "type exactness" in proc.stderr
+
+
+def test_stabilize_compiles_once(tmp_path):
+    script = _write(tmp_path, SWEEP)
+    proc, report = _json_report(tmp_path, "--stabilize", script)
+    assert proc.returncode == 0, proc.stderr
+    assert "traces 1 dtype float32" in proc.stdout
+    (row,) = report["functions"]
+    assert (row["jit"], row["calls"], row["hits"], row["misses"]) == ("eqxstable", 6, 5, 1)
+    assert report["mode"] == "stabilize" and "loss" in report["report"]
+
+
+def test_observe_only_leaves_the_script_unchanged(tmp_path):
+    script = _write(tmp_path, SWEEP)
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert _doctor(script).stdout == plain.stdout
+
+
+def test_argv_main_and_sibling_imports(tmp_path):
+    _write(tmp_path, "GREETING = 'hello from a sibling'\n", "sibling.py")
+    script = _write(
+        tmp_path,
+        """
+        import sys
+        import sibling
+
+        def main():
+            print(sibling.GREETING)
+            print("argv", sys.argv)
+            print("path0", sys.path[0])
+
+        if __name__ == "__main__":
+            main()
+        """,
+    )
+    proc = _doctor(script, "--lr", "3", "x y", cwd=ROOT / "docs")
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from a sibling" in proc.stdout
+    assert f"argv {[str(script), '--lr', '3', 'x y']}" in proc.stdout
+    assert f"path0 {tmp_path}" in proc.stdout
+    assert "No `filter_jit` function was called." in proc.stderr
+
+
+def test_exception_prints_traceback_then_report(tmp_path):
+    script = _write(
+        tmp_path,
+        """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        f = eqx.filter_jit(lambda x: x + 1)
+        f(jnp.ones(2))
+
+        def fail():
+            raise ValueError("boom")
+
+        fail()
+        """,
+    )
+    proc = _doctor(script)
+    assert proc.returncode == 1
+    traceback, report = proc.stderr.split("eqxstable doctor:", 1)
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert "line 11, in <module>" in traceback and "in fail" in traceback
+    assert "ValueError: boom" in traceback
+    assert "runpy" not in traceback and "_run.py" not in traceback
+    assert "exited with status 1" in report and "<lambda>" in report
+
+
+@pytest.mark.parametrize(
+    "exit_call, status, message",
+    [
+        ("sys.exit(3)", 3, None),
+        ("sys.exit()", 0, None),
+        ("sys.exit('bad config')", 1, "bad config"),
+    ],
+)
+def test_sys_exit_status_and_report(tmp_path, exit_call, status, message):
+    script = _write(
+        tmp_path,
+        f"""
+        import sys
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        eqx.filter_jit(lambda x: x * 2)(jnp.ones(2))
+        {exit_call}
+        print("not reached")
+        """,
+    )
+    proc = _doctor(script)
+    assert proc.returncode == status
+    assert "not reached" not in proc.stdout
+    assert f"exited with status {status}" in proc.stderr
+    if message:
+        assert proc.stderr.startswith(message + "\n")
+
+
+@pytest.mark.parametrize(
+    "name, source, expected",
+    [
+        ("missing.py", None, "cannot run '{path}': no such file or directory."),
+        ("bad.py", "x = 1\ndef f(:\n", "cannot run '{path}': SyntaxError, line 2: invalid syntax"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(tmp_path, name, source, expected):
+    path = tmp_path / name
+    if source is not None:
+        path.write_text(source)
+    proc = _doctor(path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("eqxstable doctor: " + expected.format(path=path))
+
+
+def test_type_collision_is_reported(tmp_path):
+    script = _write(
+        tmp_path,
+        """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        @eqx.filter_jit
+        def scale(x, factor):
+            return x * factor
+
+        print(scale(jnp.ones(2, dtype=jnp.int32), 2).dtype)
+        print(scale(jnp.ones(2, dtype=jnp.int32), 2.0).dtype)
+        """,
+    )
+    proc, report = _json_report(tmp_path, script)
+    assert proc.stdout.split() == ["int32", "int32"]  # Equinox's wrong dtype for the second call
+    (row,) = report["functions"]
+    assert (row["calls"], row["misses"]) == (2, 1)
+    assert row["type_collisions"]["calls"] == 1
+    assert row["type_collisions"]["groups"][0]["path"] == "args[1]"
+    proc, report = _json_report(tmp_path, "--stabilize", script)
+    assert proc.stdout.split() == ["int32", "float32"]
+    assert report["functions"][0]["misses"] == 2
+
+
+def test_console_script_is_installed(tmp_path):
+    proc = subprocess.run(
+        ["eqxstable", "doctor", str(_write(tmp_path, "print('ran')\n"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout == "ran\n"
+
+
+# In this process: the hooks, and wrappers made before the doctor started.
+
+
+def test_equinox_internals_are_where_the_doctor_expects():
+    # If this fails, Equinox moved `_call` or `hashable_combine`: the doctor still runs, on its
+    # fallbacks (see `eqxstable/_doctor/_observe.py`), but should be taught the new place.
+    observer = Observer()
+    try:
+        assert observer.install() == PREFERRED_HOOKS
+    finally:
+        observer.uninstall()
+    assert eqx._jit._call.__module__ == "equinox._jit"  # pyright: ignore
+    assert eqx._jit.hashable_combine.__module__ == "equinox._compile_utils"  # pyright: ignore
+
+
+def test_wrappers_made_before_install_are_counted_and_agree_with_jax():
+    traces = 0
+
+    @eqx.filter_jit
+    def double(x):
+        nonlocal traces
+        traces += 1
+        return 2 * x
+
+    observer = Observer()
+    observer.install()
+    try:
+        with compile_log() as log:
+            for n in (2, 2, 3, 3, 3):
+                double(jnp.ones(n))
+    finally:
+        observer.uninstall()
+    (record,) = observer.records
+    assert (record.name, record.calls, len(record.misses)) == ("double", 5, 2)
+    assert traces == len(record.misses) == log.count("double")
+    assert [m.kind for m in record.misses] == ["first", "shape"]
+    assert record.misses[1].path == "args[0]"
+    double(jnp.ones(4))  # uninstalled: no longer counted
+    assert record.calls == 5
+
+
+def test_nested_and_rewrapped_functions():
+    @eqx.filter_jit
+    def inner(x):
+        return x + 1
+
+    @eqx.filter_jit
+    def outer(x):
+        return inner(x) * 2
+
+    observer = Observer()
+    observer.install()
+    try:
+        outer(jnp.ones(2))
+        outer(jnp.ones(2))
+        for _ in range(3):
+            eqx.filter_jit(lambda x: x - 1)(jnp.ones(2))
+    finally:
+        observer.uninstall()
+    by_name = {r.name: r for r in observer.records}
+    assert (by_name["outer"].calls, len(by_name["outer"].misses)) == (2, 1)
+    assert (by_name["inner"].calls, len(by_name["inner"].misses)) == (1, 1)
+    rewrapped = by_name["<lambda>"]
+    assert (rewrapped.caches, rewrapped.calls, len(rewrapped.misses)) == (3, 3, 3)
+    assert [m.avoidable for m in rewrapped.misses] == [False, True, True]
+    assert rewrapped.misses[1].path == "(the jitted function)"
+
+
+def test_lower_is_not_a_call():
+    f = eqx.filter_jit(lambda x: x + 1)
+    observer = Observer()
+    observer.install()
+    try:
+        f.lower(jnp.ones(2))
+        f(jax.numpy.ones(2))
+    finally:
+        observer.uninstall()
+    (record,) = observer.records
+    assert (record.calls, len(record.misses)) == (1, 1)
