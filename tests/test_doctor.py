@@ -330,7 +330,7 @@ def test_lower_is_not_a_call():
     observer = Observer()
     observer.install()
     try:
-        f.lower(jnp.ones(2))
+        f.lower(jnp.ones(2))  # pyright: ignore[reportFunctionMemberAccess]
         f(jax.numpy.ones(2))
     finally:
         observer.uninstall()
