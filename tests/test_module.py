@@ -271,6 +271,15 @@ def test_closure_with_a_different_constant_recompiles_with_the_new_answer():
     assert traces() == 3
 
 
+def test_clear_caches_then_rebuild():
+    # After `es.clear_caches()` the registry starts afresh: rebuilt modules agree again.
+    first = LambdaMLP()
+    es.clear_caches()
+    a, b = LambdaMLP(), LambdaMLP()
+    assert a.mlp.activation is b.mlp.activation
+    assert es.stabilize(first).mlp.activation is a.mlp.activation
+
+
 def test_optimizer_with_another_learning_rate_recompiles():
     class Opt(es.StableModule):
         opt: optax.GradientTransformation
@@ -285,6 +294,11 @@ def test_optimizer_with_another_learning_rate_recompiles():
     assert traces() == 1
     np.testing.assert_allclose(run(Opt(optax.sgd(0.2)), _X), -0.2 * _X, rtol=1e-6)
     assert traces() == 2
+    # Adam's first step is `-lr * sign(grad)` (up to its epsilon).
+    np.testing.assert_allclose(run(Opt(optax.adam(1e-3)), _X), -1e-3 * jnp.sign(_X), rtol=1e-4)
+    np.testing.assert_allclose(run(Opt(optax.adam(1e-4)), _X), -1e-4 * jnp.sign(_X), rtol=1e-4)
+    np.testing.assert_allclose(run(Opt(optax.adam(1e-3)), _X), -1e-3 * jnp.sign(_X), rtol=1e-4)
+    assert traces() == 4
 
 
 def test_static_dict_is_type_exact():
