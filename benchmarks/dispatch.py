@@ -43,15 +43,21 @@ def _setups(depth: int):
     es_nocheck(mlp, x)
     for entry in es_nocheck._program.cache.entries.values():
         entry.snapshots = ()
-    n_snapshots = sum(
-        len(e.snapshots) for e in es_f._program.cache.entries.values()
-    ) if es_f(mlp, x) is not None else 0
-    return {
-        "raw jax.jit": lambda: raw(params, x),
-        "eqx.filter_jit": lambda: eqx_f(mlp, x),
-        "es.filter_jit": lambda: es_f(mlp, x),
-        "es (no mutation check)": lambda: es_nocheck(mlp, x),
-    }, len(jax.tree.leaves(mlp)), n_snapshots
+    n_snapshots = (
+        sum(len(e.snapshots) for e in es_f._program.cache.entries.values())
+        if es_f(mlp, x) is not None
+        else 0
+    )
+    return (
+        {
+            "raw jax.jit": lambda: raw(params, x),
+            "eqx.filter_jit": lambda: eqx_f(mlp, x),
+            "es.filter_jit": lambda: es_f(mlp, x),
+            "es (no mutation check)": lambda: es_nocheck(mlp, x),
+        },
+        len(jax.tree.leaves(mlp)),
+        n_snapshots,
+    )
 
 
 def main() -> None:

@@ -176,50 +176,53 @@ class Cache:
         self.recent.clear()
 
     def lookup(self, leaves: list, treedef: Any) -> Entry:
-        """The entry for a call with these flattened arguments, made if there is none. A matching
-        entry whose statics changed in place is retired and replaced by a new entry that says so
-        in `.mutated` (the call then retraces with kind `"mutated"`)."""
+        """The entry for a call with these flattened arguments, made if there is none.
+
+        A static that changed in place either has a new key now (a rebound closure cell), and
+        finds or makes the entry for it, or keeps its key (an object compared by identity), and
+        then the entry made for its old contents is retired. A new entry made because of such a
+        change says so in `.mutated`: its trace is a miss of kind `"mutated"`.
+        """
         types = tuple(map(type, leaves))
+        mutation = None
         for entry in self.recent:
             if (
                 entry.types == types
                 and entry.treedef == treedef
                 and all(map(_is, _compress(leaves, entry.static_sel), entry.statics))
                 and (
-                    not entry.check_data
-                    or _same_node_data(node_data(treedef, leaves), entry.data)
+                    not entry.check_data or _same_node_data(node_data(treedef, leaves), entry.data)
                 )
             ):
                 if entry.snapshots:
                     mutation = entry.mutation()
                     if mutation is not None:
-                        entry = self._replace(entry, leaves, treedef, mutation)
-                break
+                        break
+                if entry is not self.recent[0]:
+                    self._to_front(entry)
+                return entry
+        entry, data, created = self._slow_lookup(leaves, treedef)
+        if not created and entry.snapshots:
+            stale = entry.mutation()
+            if stale is not None:
+                self._retire(entry)
+                entry, data, created = self._slow_lookup(leaves, treedef)
+                mutation = stale
+        if created:
+            entry.mutated = mutation
         else:
-            entry, data, _ = self._slow_lookup(leaves, treedef)
-            if entry.snapshots:
-                mutation = entry.mutation()
-                if mutation is not None:
-                    entry = self._replace(entry, leaves, treedef, mutation)
             # An equivalent but new static (a rebuilt lambda) found the entry by key: let the
             # entry hold the newest objects, so that the next call takes the identity fast path.
             entry.adopt(leaves, data)
-        recent = self.recent
-        if not recent or recent[0] is not entry:
-            if entry in recent:
-                recent.remove(entry)
-            recent.insert(0, entry)
-            del recent[_RECENT:]
+        self._to_front(entry)
         return entry
 
-    def _replace(self, entry: Entry, leaves: list, treedef: Any, mutation) -> Entry:
-        self._retire(entry)
-        new, _, created = self._slow_lookup(leaves, treedef)
-        if created:
-            # Otherwise the statics were changed back to what an older entry was made for,
-            # and that entry's program is served without a trace.
-            new.mutated = mutation
-        return new
+    def _to_front(self, entry: Entry) -> None:
+        recent = self.recent
+        if entry in recent:
+            recent.remove(entry)
+        recent.insert(0, entry)
+        del recent[_RECENT:]
 
     def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, list, bool]:
         mask = tuple(map(eqx.is_array, leaves))

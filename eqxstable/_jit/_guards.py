@@ -20,8 +20,7 @@ _MSG_MAX_TRACES = (
     "`max_traces` if these compilations are expected."
 )
 _MSG_ON_RECOMPILE = (
-    '`{name}` recompiled, and it was wrapped with `es.filter_jit(on_recompile="raise")`. '
-    "{reason}"
+    '`{name}` recompiled, and it was wrapped with `es.filter_jit(on_recompile="raise")`. {reason}'
 )
 _MSG_WARN = "`{name}` recompiled ({kind} at `{path}`): {reason}"
 _MSG_FROZEN = (

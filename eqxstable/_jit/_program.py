@@ -103,10 +103,7 @@ class Program:
         def body(donated: list, kept: list, fun_dynamic: list, entry: Entry):
             call = current.call
             record = (
-                call is not None
-                and call.program is self
-                and not call.lowering
-                and not call.traced
+                call is not None and call.program is self and not call.lowering and not call.traced
             )
             explained = None
             if record:

@@ -222,8 +222,7 @@ def _leaf_difference(path: str, old: Any, new: Any) -> _Difference | None:
     if type(old) is StaticLeaf and type(new) is StaticLeaf:
         return None if old.key == new.key else _static_difference(path, old, new)
     was, now = (
-        _describe_array(x) if isinstance(x, ArrayLeaf) else _describe_static(x)
-        for x in (old, new)
+        _describe_array(x) if isinstance(x, ArrayLeaf) else _describe_static(x) for x in (old, new)
     )
     scalar = any(type(x) is StaticLeaf and x.type in _SCALARS for x in (old, new))
     kind: MissKind = "weak_type" if scalar else "static"

@@ -4,7 +4,7 @@ by `stable_key`, type-exactly, and that accounts for and explains every recompil
 import functools as ft
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal, overload, TypeVar
+from typing import Any, Generic, Literal, overload, TypeVar
 
 import equinox as eqx
 import jax.tree_util as jtu
@@ -57,8 +57,13 @@ _MSG_LOWERED_MISMATCH = (
 )
 
 
-class _JitWrapper:
+class _JitWrapper(Generic[_P, _T]):
     """The callable returned by [`eqxstable.filter_jit`][]."""
+
+    # Set by `functools.update_wrapper`; declared so that type checkers know them.
+    __name__: str
+    __qualname__: str
+    __wrapped__: Callable[_P, _T]
 
     def __init__(
         self,
@@ -82,7 +87,7 @@ class _JitWrapper:
     def name(self) -> str:
         return self._program.qualname
 
-    def __call__(self, /, *args, **kwargs):
+    def __call__(self, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         __tracebackhide__ = True
         leaves, treedef = jtu.tree_flatten((args, kwargs))
         program = self._program
@@ -111,7 +116,7 @@ class _JitWrapper:
         self._stats.calls += 1
         return spec.rebuild(dynamic)
 
-    def __get__(self, instance, owner=None):
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
         del owner
         if instance is None:
             return self
@@ -220,7 +225,7 @@ def filter_jit(
     donate: Donate = "none",
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
-) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]: ...
+) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
 
 
 @overload
@@ -231,7 +236,7 @@ def filter_jit(
     donate: Donate = "none",
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
-) -> Callable[_P, _T]: ...
+) -> _JitWrapper[_P, _T]: ...
 
 
 def filter_jit(

@@ -1,0 +1,293 @@
+"""The stable `filter_jit` as a drop-in for `equinox.filter_jit`, and its two fixes: equivalent
+rebuilt statics hit, and keys are type-exact."""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import eqxstable as es
+
+from .helpers import compile_log, count_traces
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    # Wrappers of equivalent functions share compiled programs (as `eqx.filter_jit` does), so a
+    # parametrized test would otherwise start warm.
+    es.clear_caches()
+
+
+def test_num_traces_agrees_with_counter_and_compile_log():
+    def f(x, y):
+        return x + y
+
+    counter = count_traces(f)
+    jitted = es.filter_jit(counter)
+    with compile_log() as log:
+        jitted(jnp.ones(3), 1)
+        jitted(jnp.zeros(3), 1)
+        jitted(jnp.ones(3), 2)
+        jitted(jnp.ones(4), 2)
+        jitted(jnp.ones(4), 2)
+    assert counter.count == 3
+    assert log.count("f") == 3
+    info = jitted.cache_info()
+    assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 3, None, 3)
+
+
+def test_outputs_match_eqx_filter_jit(getkey):
+    mlp = eqx.nn.MLP(3, 2, 8, 2, key=getkey())
+    x = jax.random.normal(getkey(), (5, 3))
+
+    def f(model, x, scale, *, shift):
+        return jax.vmap(model)(x) * scale + shift, "label", None, (1, 2.0)
+
+    ours = es.filter_jit(f)(mlp, x, 2.0, shift=jnp.ones(2))
+    theirs = eqx.filter_jit(f)(mlp, x, 2.0, shift=jnp.ones(2))
+    assert ours[1:] == theirs[1:] == ("label", None, (1, 2.0))
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
+
+
+def test_decorator_with_and_without_arguments():
+    @es.filter_jit
+    def f(x):
+        """Docs of f."""
+        return x * 2
+
+    @es.filter_jit(donate="none", max_traces=3)
+    def g(x):
+        return x * 3
+
+    assert f.__name__ == "f" and f.__doc__ == "Docs of f." and callable(f.__wrapped__)
+    assert int(f(jnp.array(2))) == 4
+    assert int(g(jnp.array(2))) == 6
+
+
+def test_method_on_module(getkey):
+    class Model(eqx.Module):
+        linear: eqx.nn.Linear
+
+        @es.filter_jit
+        def __call__(self, x):
+            return self.linear(x)
+
+    model = Model(eqx.nn.Linear(3, 2, key=getkey()))
+    out = model(jnp.ones(3))
+    assert out.shape == (2,)
+    model2 = eqx.tree_at(lambda m: m.linear.weight, model, model.linear.weight * 2)
+    model2(jnp.ones(3))
+    wrapper: Any = Model.__call__
+    assert wrapper.cache_info()[:2] == (1, 1)
+
+
+def test_numpy_arrays_are_traced():
+    def f(x):
+        return x + 1
+
+    counter = count_traces(f)
+    jitted = es.filter_jit(counter)
+    out = jitted(np.ones(3, np.float32))
+    jitted(np.zeros(3, np.float32))
+    jitted(jnp.ones(3))  # a JAX array of the same shape and dtype: the same program
+    assert counter.count == 1
+    assert isinstance(out, jax.Array)
+
+
+def test_compile_log_shows_the_function_name():
+    def my_named_function(x):
+        return x * 2
+
+    with compile_log() as log:
+        es.filter_jit(my_named_function)(jnp.ones(2))
+    assert log.count("my_named_function") == 1
+
+
+@pytest.mark.parametrize("donate", ["all", "all-except-first", "warn-except-first", "none"])
+def test_donate_modes(donate):
+    def f(a, b):
+        return a + 1, b * 2
+
+    jitted = es.filter_jit(f, donate=donate)
+    a, b = jnp.ones(3), jnp.ones(3)
+    out_a, out_b = jitted(a, b)
+    np.testing.assert_allclose(out_a, 2.0)
+    np.testing.assert_allclose(out_b, 2.0)
+    assert a.is_deleted() == (donate == "all")
+    assert b.is_deleted() == (donate != "none")
+
+
+def test_donate_warn_keeps_jax_warning():
+    jitted = es.filter_jit(lambda a: a.sum(), donate="warn")
+    with pytest.warns(UserWarning, match="Some donated buffers were not usable"):
+        jitted(jnp.ones(3))
+
+
+def test_lower_and_compile():
+    def f(x, n):
+        return x * n
+
+    jitted = es.filter_jit(f)
+    lowered = jitted.lower(jnp.ones(3), 2)
+    assert "stablehlo" in lowered.as_text() or "func" in lowered.as_text()
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(jnp.ones(3), 2), 2.0)
+    with pytest.raises(TypeError, match=r"differ from those it was lowered with"):
+        compiled(jnp.ones(3), 3)
+
+
+def test_error_if_surfaces():
+    jitted = es.filter_jit(lambda x: eqx.error_if(x, x > 0, "x must not be positive"))
+    with pytest.raises(Exception, match="x must not be positive"):
+        jax.block_until_ready(jitted(jnp.ones(3)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"donate": "some"}, r"`es.filter_jit\(..., donate='some'\)` is not a donation mode"),
+        ({"on_recompile": "shout"}, r"on_recompile='shout'\)` is not an option"),
+        ({"max_traces": 0}, r"max_traces=0\)` should be a positive int"),
+        ({"static_argnums": 1}, r"`es.filter_jit\(..., static_argnums=...\)` is not supported"),
+    ],
+)
+def test_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        es.filter_jit(lambda x: x, **kwargs)
+
+
+def test_inside_another_transform():
+    jitted = es.filter_jit(lambda x, p: jnp.sum(x**p))
+    grad = jax.grad(jitted)(jnp.arange(3.0), 2)
+    np.testing.assert_allclose(grad, [0.0, 2.0, 4.0])
+    out = jax.vmap(jitted, in_axes=(0, None))(jnp.ones((4, 3)), 2)
+    assert out.shape == (4,)
+
+
+#
+# Type-exact keys.
+#
+
+
+def test_int_then_float_static_returns_float():
+    def g(x, s):
+        return x * s
+
+    jitted = es.filter_jit(g)
+    x = jnp.arange(3)
+    assert jitted(x, 1).dtype == jnp.int32
+    out = jitted(x, 1.0)
+    assert jnp.issubdtype(out.dtype, jnp.floating)
+    np.testing.assert_allclose(out, [0.0, 1.0, 2.0])
+    assert jitted.cache_info().misses == 2
+
+
+class _Scaled(eqx.Module):
+    scale: Any = eqx.field(static=True)
+    inner: Any
+
+
+def _type_of_scale(m, x):
+    return x * m.inner.scale, type(m.inner.scale).__name__
+
+
+@pytest.mark.parametrize("first", [1, 1.0, True])
+def test_nested_static_fields_are_type_exact(first):
+    counter = count_traces(_type_of_scale)
+    jitted = es.filter_jit(counter)
+    x = jnp.arange(3)
+    seen = set()
+    for value in [first, 1, 1.0, True, 1, 1.0, True]:
+        model = _Scaled(None, _Scaled(value, None))
+        out, name = jitted(model, x)
+        assert name == type(value).__name__
+        assert jnp.issubdtype(out.dtype, jnp.floating) == (type(value) is float)
+        seen.add(name)
+    assert counter.count == 3 == len(seen)
+
+
+def _sign(x, s):
+    return x * math.copysign(1.0, s.scale if isinstance(s, _Scaled) else s)
+
+
+@pytest.mark.parametrize("wrap", [lambda s: s, lambda s: _Scaled(s, None)])
+def test_negative_zero_is_not_zero(wrap: Callable):
+    jitted = es.filter_jit(_sign)
+    x = jnp.ones(2)
+    np.testing.assert_allclose(jitted(x, wrap(0.0)), 1.0)
+    np.testing.assert_allclose(jitted(x, wrap(-0.0)), -1.0)
+    np.testing.assert_allclose(jitted(x, wrap(0.0)), 1.0)
+    assert jitted.cache_info()[:2] == (1, 2)
+
+
+#
+# Equivalent rebuilt statics hit.
+#
+
+
+class _WithActivation(eqx.Module):
+    weight: jax.Array
+    activation: Callable
+
+
+def test_plain_module_with_rebuilt_lambda_hits():
+    def apply(model, x):
+        return model.activation(model.weight * x)
+
+    counter = count_traces(apply)
+    jitted = es.filter_jit(counter)
+    with compile_log() as log:
+        for i in range(6):
+            model = _WithActivation(jnp.ones(3) * i, lambda v: jnp.maximum(v, 0.5))
+            jitted(model, jnp.ones(3))
+    info = jitted.cache_info()
+    assert (info.hits, info.misses) == (5, 1)
+    assert counter.count == 1
+    assert log.count("apply") == 1
+
+
+def test_plain_module_with_rebuilt_lambda_misses_under_equinox():
+    # The baseline that the test above improves on.
+    def apply(model, x):
+        return model.activation(model.weight * x)
+
+    counter = count_traces(apply)
+    jitted = eqx.filter_jit(counter)
+    for i in range(3):
+        jitted(_WithActivation(jnp.ones(3) * i, lambda v: v), jnp.ones(3))
+    assert counter.count == 3
+
+
+def test_rebuilt_optax_optimizer_hits():
+    def step(optimizer, params, grads, state):
+        updates, state = optimizer.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    counter = count_traces(step)
+    jitted = es.filter_jit(counter)
+    params = {"w": jnp.ones(3)}
+    state = optax.adam(1e-3).init(params)
+    for _ in range(4):
+        params, state = jitted(optax.adam(1e-3), params, {"w": jnp.ones(3)}, state)
+    assert counter.count == 1
+    assert jitted.cache_info()[:2] == (3, 1)
+    jitted(optax.adam(1e-4), params, {"w": jnp.ones(3)}, state)
+    assert counter.count == 2
+    assert jitted.misses[-1].kind == "static"
+    assert jitted.misses[-1].path == "args[0].update"
+
+
+def test_inline_wrappers_share_the_program():
+    def f(x):
+        return x + 1
+
+    with compile_log() as log:
+        for _ in range(3):
+            es.filter_jit(f)(jnp.ones(2))
+    assert log.count("f") == 1

@@ -1,0 +1,205 @@
+"""Accounting and explanations of the stable `filter_jit`: `cache_info()` agrees with a trace
+counter and JAX's compile log, and every miss kind is produced and named with its path."""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import pytest
+
+import eqxstable as es
+from eqxstable._jit import diff, signature
+
+from .helpers import compile_log, count_traces
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    es.clear_caches()
+
+
+def _add(x, y):
+    return jnp.asarray(x) + jnp.asarray(y)
+
+
+class _Config:
+    """A plain class: compared by identity."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class _Net(eqx.Module):
+    weight: Any
+    activation: Callable
+    n: Any = eqx.field(static=True, default=1)
+
+
+def _apply(net, x):
+    return net.activation(net.weight * x) * net.n
+
+
+def _make_activation():
+    captured = [2.0]  # a fresh list each time: the lambda can only be keyed by identity
+    return lambda v: v * captured[0]
+
+
+# Each case: (calls, the expected kind and path of the last miss).
+_CASES: dict[str, tuple[list[tuple[tuple, dict]], str, str]] = {
+    "static": ([((jnp.ones(3), 1), {}), ((jnp.ones(3), 2), {})], "static", "args[1]"),
+    "static-type": ([((jnp.ones(3), 1), {}), ((jnp.ones(3), 1.0), {})], "static", "args[1]"),
+    "shape": ([((jnp.ones(3), 1), {}), ((jnp.ones(4), 1), {})], "shape", "args[0]"),
+    "dtype": (
+        [((jnp.ones(3), 1), {}), ((jnp.ones(3, jnp.int32), 1), {})],
+        "dtype",
+        "args[0]",
+    ),
+    "weak_type": (
+        [((jnp.ones(()), 1), {}), ((jnp.asarray(1.0), 1), {})],
+        "weak_type",
+        "args[0]",
+    ),
+    "python-scalar-vs-array": (
+        [((jnp.ones(()), 1.0), {}), ((jnp.ones(()), jnp.ones(())), {})],
+        "weak_type",
+        "args[1]",
+    ),
+    "kwargs-shape": (
+        [((), {"x": jnp.ones(3), "y": 1}), ((), {"x": jnp.ones(5), "y": 1})],
+        "shape",
+        "kwargs['x']",
+    ),
+    "structure": (
+        [(((jnp.ones(3), jnp.ones(3)), 1), {}), (([jnp.ones(3), jnp.ones(3)], 1), {})],
+        "structure",
+        "args[0]",
+    ),
+    "identity": (
+        [((jnp.ones(3), _Config(2.0)), {}), ((jnp.ones(3), _Config(2.0)), {})],
+        "identity",
+        "args[1]",
+    ),
+}
+
+
+def _target(*args, **kwargs):
+    if args and isinstance(args[-1], _Config):
+        return args[0] * args[-1].scale
+    if args and isinstance(args[0], (tuple, list)):
+        return args[0][0] + args[0][1] * args[1]
+    if kwargs:
+        return _add(kwargs["x"], kwargs["y"])
+    return _add(*args)
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_miss_kind_and_path(case):
+    calls, kind, path = _CASES[case]
+    counter = count_traces(_target)
+    jitted = es.filter_jit(counter)
+    with compile_log() as log:
+        for args, kwargs in calls:
+            jitted(*args, **kwargs)
+    misses = jitted.misses
+    assert [m.kind for m in misses] == ["first", kind]
+    assert misses[-1].path == path
+    assert f"`{path}`" in misses[-1].reason
+    assert counter.count == len(misses) == log.count("_target") == jitted.cache_info().misses
+
+
+def test_identity_kind_names_the_module_field_and_the_fix():
+    jitted = es.filter_jit(_apply)
+    jitted(_Net(jnp.ones(3), _make_activation()), jnp.ones(3))
+    jitted(_Net(jnp.ones(3), _make_activation()), jnp.ones(3))
+    (miss,) = jitted.misses[1:]
+    assert (miss.kind, miss.path) == ("identity", "args[0].activation")
+    assert "compared by identity" in miss.reason and "es.intern" in miss.reason
+
+
+def test_nested_static_field_change_is_static_kind():
+    jitted = es.filter_jit(_apply)
+    jitted(_Net(jnp.ones(3), jnp.tanh, 1), jnp.ones(3))
+    jitted(_Net(jnp.ones(3), jnp.tanh, 2), jnp.ones(3))
+    miss = jitted.misses[-1]
+    assert (miss.kind, miss.path) == ("static", "args[0].n")
+    assert "int 1 -> int 2" in miss.reason
+
+
+def test_closest_entry_is_the_one_with_fewest_differences():
+    jitted = es.filter_jit(_add)
+    jitted(jnp.ones(3), 1)
+    jitted(jnp.ones((2, 2)), 5)
+    # Differs from the first call in one leaf (the static), from the second in two.
+    jitted(jnp.ones(3), 2)
+    miss = jitted.misses[-1]
+    assert (miss.kind, miss.path) == ("static", "args[1]")
+    assert "more differences" not in miss.reason
+
+
+def test_structure_names_the_new_node():
+    jitted = es.filter_jit(lambda d: d["a"] * 2)
+    jitted({"a": jnp.ones(2)})
+    jitted({"a": jnp.ones(2), "b": jnp.ones(2)})
+    miss = jitted.misses[-1]
+    assert miss.kind == "structure"
+    assert miss.path in ("args[0]", "args[0]['b']")
+
+
+def test_explain_lists_every_miss():
+    jitted = es.filter_jit(_add)
+    jitted(jnp.ones(3), 1)
+    jitted(jnp.ones(3), 1)
+    jitted(jnp.ones(4), 1)
+    text = jitted.explain()
+    assert "3 calls, 1 hits, 2 misses" in text
+    assert "1. first" in text and "2. shape at `args[0]`" in text
+    assert "float32[3] -> float32[4]" in text
+
+
+def test_compile_and_trace_seconds_come_from_jax_monitoring():
+    jitted = es.filter_jit(_add)
+    jitted(jnp.ones(3), 1)
+    info = jitted.cache_info()
+    assert info.compile_seconds > 0 and info.trace_seconds > 0
+    jitted(jnp.ones(3), 1)
+    assert jitted.cache_info().compile_seconds == info.compile_seconds
+
+
+def test_cache_clear_and_clear_caches():
+    counter = count_traces(_add)
+    jitted = es.filter_jit(counter)
+    jitted(jnp.ones(3), 1)
+    jitted.cache_clear()
+    assert jitted.cache_info()[:4] == (0, 0, None, 0)
+    jitted(jnp.ones(3), 1)
+    es.clear_caches()
+    jitted(jnp.ones(3), 1)
+    assert counter.count == 3
+    assert jitted.cache_info()[:2] == (0, 1)
+
+
+def test_report_lists_live_wrappers():
+    def reported_function(x, n):
+        return x * n
+
+    jitted = es.filter_jit(reported_function)
+    for n in (1, 2, 2, 3):
+        jitted(jnp.ones(2), n)
+    table = es.report()
+    (row,) = [line for line in table.splitlines() if "reported_function" in line]
+    cells = row.split()
+    assert cells[0].endswith("reported_function")
+    assert cells[1:4] == ["4", "1", "3"]
+    assert "static at `args[1]` (x2)" in row
+    del jitted, row
+    assert "reported_function" not in es.report()
+
+
+def test_signature_and_diff_are_usable_alone():
+    old = signature((jnp.ones(3), 1), {})
+    new = signature((jnp.ones(3), 2), {})
+    assert diff([], new).kind == "first"
+    miss = diff([old], new, name="f")
+    assert (miss.kind, miss.path) == ("static", "args[1]")
+    assert [path for path, _ in new.leaves] == ["args[0]", "args[1]"]

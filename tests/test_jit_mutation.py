@@ -1,0 +1,137 @@
+"""A static object changed in place after it was used is never served the stale program: the call
+retraces with a miss of kind "mutated" that names it."""
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxstable as es
+
+from .helpers import count_traces
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    es.clear_caches()
+
+
+class _Config:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _by_config(x, config):
+    return x * config.scale
+
+
+def _by_activation(x, activation):
+    return activation(x)
+
+
+def test_mutated_attribute_retraces():
+    counter = count_traces(_by_config)
+    jitted = es.filter_jit(counter)
+    config = _Config(2.0)
+    np.testing.assert_allclose(jitted(jnp.ones(2), config), 2.0)
+    np.testing.assert_allclose(jitted(jnp.ones(2), config), 2.0)
+    config.scale = 3.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), config), 3.0)
+    np.testing.assert_allclose(jitted(jnp.ones(2), config), 3.0)
+    assert counter.count == 2
+    miss = jitted.misses[-1]
+    assert (miss.kind, miss.path) == ("mutated", "args[1]")
+    assert "changed in place" in miss.reason
+
+
+def test_equinox_serves_the_stale_program():
+    # The bug this guards against, as plain `eqx.filter_jit` shows it.
+    jitted = eqx.filter_jit(_by_config)
+    config = _Config(2.0)
+    jitted(jnp.ones(2), config)
+    config.scale = 3.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), config), 2.0)
+
+
+def test_mutated_captured_list_retraces():
+    scales = [2.0]
+    activation = lambda v: v * scales[0]  # noqa: E731
+    jitted = es.filter_jit(_by_activation)
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    scales[0] = 5.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 5.0)
+    assert jitted.misses[-1].kind == "mutated"
+
+
+def test_rebound_closure_cell_retraces():
+    scale = 2.0
+
+    def activation(v):
+        return v * scale
+
+    jitted = es.filter_jit(_by_activation)
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    scale = 4.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 4.0)
+    # Rebinding it back serves the first program again, without a trace.
+    scale = 2.0  # noqa: F841
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    assert [m.kind for m in jitted.misses] == ["first", "mutated"]
+    assert jitted.cache_info()[:2] == (1, 2)
+
+
+_GLOBAL_SCALE = 2.0
+
+
+def _reads_global(v):
+    return v * _GLOBAL_SCALE
+
+
+def test_rebound_global_retraces():
+    global _GLOBAL_SCALE
+    jitted = es.filter_jit(_by_activation)
+    np.testing.assert_allclose(jitted(jnp.ones(2), _reads_global), 2.0)
+    _GLOBAL_SCALE = 3.0
+    try:
+        np.testing.assert_allclose(jitted(jnp.ones(2), _reads_global), 3.0)
+    finally:
+        _GLOBAL_SCALE = 2.0
+    assert jitted.misses[-1].kind == "mutated"
+    assert "_GLOBAL_SCALE" in jitted.misses[-1].reason
+
+
+class _Holder(eqx.Module):
+    config: Any = eqx.field(static=True)
+
+
+def test_mutated_object_in_a_static_field_retraces():
+    jitted = es.filter_jit(lambda h, x: x * h.config.scale)
+    config = _Config(2.0)
+    np.testing.assert_allclose(jitted(_Holder(config), jnp.ones(2)), 2.0)
+    config.scale = 7.0
+    np.testing.assert_allclose(jitted(_Holder(config), jnp.ones(2)), 7.0)
+    assert jitted.misses[-1].kind == "mutated"
+
+
+def test_mutation_inside_an_object_reached_through_a_tuple():
+    # The fast per-call check must see changes two levels down, not only the static itself.
+    inner = _Config(2.0)
+    outer = _Config((inner, "label"))
+    jitted = es.filter_jit(lambda x, c: x * c.scale[0].scale)
+    np.testing.assert_allclose(jitted(jnp.ones(2), outer), 2.0)
+    inner.scale = 6.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), outer), 6.0)
+    assert jitted.misses[-1].kind == "mutated"
+
+
+def test_unchanged_statics_keep_hitting():
+    counter = count_traces(_by_config)
+    jitted = es.filter_jit(counter)
+    config = _Config(2.0)
+    for _ in range(5):
+        jitted(jnp.ones(2), config)
+    config.scale = 2.0  # the same object assigned again: nothing changed
+    jitted(jnp.ones(2), config)
+    assert counter.count == 1
