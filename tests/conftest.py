@@ -10,6 +10,9 @@ import pytest
 from .helpers import compile_log as _compile_log, CompileLog
 
 
+# `pytester` runs pytest inside a test: `tests/test_pytest_plugin.py` uses it on the plugin.
+pytest_plugins = ["pytester"]
+
 # Hypothesis: JAX makes single examples slow and uneven (the first call compiles), so no deadline.
 # On CI the examples are derandomised, so a failure reproduces from the log alone.
 hypothesis.settings.register_profile("dev", deadline=None)

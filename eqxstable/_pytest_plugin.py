@@ -1,0 +1,153 @@
+"""A pytest plugin (entry point `pytest11`) that bounds how often eqxstable's `filter_jit` traces
+in a test, without hand-written counters:
+
+- `@pytest.mark.max_traces(n)`: the test fails if any stable `filter_jit` traced more than `n`
+    times while it ran, with that function's misses explained (`wrapper.explain()`).
+- the `traces` fixture: `traces.count(f)` is how often `f` traced during the test so far.
+- the `no_recompiles` fixture: the test runs inside `with es.no_recompiles():`.
+
+eqxstable (and JAX) are imported only when a test uses one of these, so that merely having the
+plugin installed costs other test suites nothing.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+_MARKER_HELP = (
+    "max_traces(n): fail the test if any `eqxstable.filter_jit` function traces more than n "
+    "times while it runs; the failure explains each miss."
+)
+_MSG_MARKER = (
+    "`@pytest.mark.max_traces(n)` takes one int n >= 0, the most traces any `es.filter_jit` "
+    "function may make during the test; got {args!r}."
+)
+_MSG_OVER = (
+    "`@pytest.mark.max_traces({limit})`: {count} stable `filter_jit` function(s) traced more "
+    "than {limit} time(s) during this test."
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER_HELP)
+
+
+class TraceWatch:
+    """The traces of every stable [`eqxstable.filter_jit`][] during one test: wrappers alive when
+    it starts, and any traced while it runs (kept alive until it stops, so that a wrapper defined
+    inside the test is still there to be explained)."""
+
+    def __init__(self):
+        from ._jit._accounting import live_wrappers
+
+        self._baseline = {id(w): (w, len(w._stats.misses)) for w in live_wrappers}
+        self._traced: dict[int, Any] = {}
+        self._listening = False
+
+    def start(self) -> "TraceWatch":
+        import jax.monitoring
+
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        self._listening = True
+        return self
+
+    def stop(self) -> None:
+        import jax.monitoring
+
+        if self._listening:
+            jax.monitoring.unregister_event_duration_listener(self._listener)
+            self._listening = False
+
+    def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
+        del duration_secs, kwargs
+        from ._jit._accounting import current
+
+        call = current.call
+        if call is not None and event.startswith("/jax/core/compile/"):
+            self._traced.setdefault(id(call.wrapper), call.wrapper)
+
+    def wrappers(self) -> list[Any]:
+        """Every stable wrapper alive now or traced during the test."""
+        from ._jit._accounting import live_wrappers
+
+        found = {id(w): w for w in live_wrappers}
+        found.update(self._traced)
+        return list(found.values())
+
+    def count(self, wrapper: Any) -> int:
+        """How often `wrapper` (an `es.filter_jit` function) traced since the watch started."""
+        now = len(wrapper._stats.misses)
+        before = self._baseline.get(id(wrapper), (None, 0))[1]
+        # `cache_clear()` during the test resets the counters; count from there.
+        return now - before if now >= before else now
+
+    def over(self, limit: int) -> list[Any]:
+        """The wrappers that traced more than `limit` times, most traces first."""
+        found = [w for w in self.wrappers() if self.count(w) > limit]
+        return sorted(found, key=self.count, reverse=True)
+
+    def explain_one(self, wrapper: Any) -> str:
+        """As `wrapper.explain()`, for the misses made during the test only."""
+        count = self.count(wrapper)
+        lines = [f"`{wrapper.name}` traced {count} time(s) during this test:"]
+        misses = wrapper.misses[len(wrapper.misses) - count :]
+        for i, miss in enumerate(misses, len(wrapper.misses) - count + 1):
+            where = f" at `{miss.path}`" if miss.path else ""
+            lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
+        return "\n".join(lines)
+
+    def explain(self) -> str:
+        """Every miss made during the test, by wrapper, as `wrapper.explain()` writes them."""
+        return "\n".join(self.explain_one(w) for w in self.wrappers() if self.count(w))
+
+
+def _limit(marker: pytest.Mark) -> int:
+    args = marker.args
+    if (
+        len(args) != 1 or marker.kwargs or type(args[0]) is not int or args[0] < 0  # pyright: ignore[reportOperatorIssue]
+    ):
+        raise pytest.UsageError(_MSG_MARKER.format(args=(*args, *marker.kwargs.items())))
+    return args[0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    marker = item.get_closest_marker("max_traces")
+    if marker is None:
+        return (yield)
+    limit = _limit(marker)
+    watch = TraceWatch().start()
+    try:
+        result = yield
+    finally:
+        watch.stop()
+    over = watch.over(limit)
+    if over:
+        lines = [_MSG_OVER.format(limit=limit, count=len(over))]
+        for wrapper in over:
+            lines += ["", watch.explain_one(wrapper)]
+        pytest.fail("\n".join(lines), pytrace=False)
+    return result
+
+
+@pytest.fixture
+def traces() -> Iterator[TraceWatch]:
+    """How often each stable [`eqxstable.filter_jit`][] traced during the test:
+    `traces.count(f)`, `traces.explain()`."""
+    watch = TraceWatch().start()
+    try:
+        yield watch
+    finally:
+        watch.stop()
+
+
+@pytest.fixture
+def no_recompiles() -> Iterator[None]:
+    """Runs the test inside `with es.no_recompiles():`: a stable `filter_jit` that has already
+    traced once raises `es.RecompileError` instead of tracing again."""
+    from ._jit import no_recompiles as block
+
+    with block():
+        yield

@@ -1,0 +1,148 @@
+"""The pytest plugin: `@pytest.mark.max_traces(n)`, the `traces` and `no_recompiles` fixtures.
+
+Each test writes a small test file and runs pytest on it with `pytester` (in this process, so the
+plugin is the one installed by entry point, as a user gets it).
+"""
+
+import importlib.metadata
+
+import pytest
+
+
+_HEADER = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+
+import eqxstable as es
+"""
+
+
+def _run(pytester: pytest.Pytester, body: str) -> pytest.RunResult:
+    pytester.makepyfile(_HEADER + body)
+    return pytester.runpytest("-p", "no:cacheprovider", "-W", "error")
+
+
+def test_registered_by_entry_point():
+    plugins = importlib.metadata.entry_points(group="pytest11")
+    assert [p.value for p in plugins if p.name == "eqxstable"] == ["eqxstable._pytest_plugin"]
+
+
+def test_max_traces_passes_and_fails_with_the_explanation(pytester):
+    result = _run(
+        pytester,
+        """
+@es.filter_jit
+def double(x):
+    return 2 * x
+
+@pytest.mark.max_traces(1)
+def test_one_shape():
+    for _ in range(3):
+        double(jnp.ones(3))
+
+@pytest.mark.max_traces(1)
+def test_two_shapes():
+    double(jnp.ones(4))
+    double(jnp.ones(5))
+
+@pytest.mark.max_traces(1)
+def test_local_wrapper_with_static_flag():
+    @es.filter_jit
+    def scale(x, factor):
+        return x * factor
+
+    for factor in (1, 2, 3):
+        scale(jnp.ones(2), factor)
+""",
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert out.count("`@pytest.mark.max_traces(1)`: 1 stable `filter_jit` function(s) traced") == 2
+    two_shapes = out.split(" test_two_shapes _")[1].split(" test_local_wrapper")[0]
+    assert "`double` traced 2 time(s) during this test:" in two_shapes
+    # Only this test's misses: the first call (shape [3]) was made by the test before.
+    assert "1. first" not in two_shapes
+    assert (
+        "  2. shape at `args[0]`: `args[0]` changed shape: float32[3] -> float32[4]" in two_shapes
+    )
+    assert (
+        "  3. shape at `args[0]`: `args[0]` changed shape: float32[4] -> float32[5]" in two_shapes
+    )
+    assert "scale` traced 3 time(s) during this test:" in out
+    assert "  2. static at `args[1]`: static value `args[1]` changed: int 1 -> int 2" in out
+
+
+def test_max_traces_counts_only_this_test(pytester):
+    result = _run(
+        pytester,
+        """
+@es.filter_jit
+def double(x):
+    return 2 * x
+
+def test_compiles_first():
+    double(jnp.ones(3))
+    double(jnp.ones(4))
+
+@pytest.mark.max_traces(0)
+def test_reuses_both():
+    double(jnp.ones(3))
+    double(jnp.ones(4))
+""",
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_max_traces_needs_one_int(pytester):
+    result = _run(
+        pytester,
+        """
+@pytest.mark.max_traces("one")
+def test_bad_marker():
+    pass
+""",
+    )
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*`@pytest.mark.max_traces(n)` takes one int n >= 0*'one'*"])
+
+
+def test_traces_fixture_counts(pytester):
+    result = _run(
+        pytester,
+        """
+def test_counts(traces):
+    f = es.filter_jit(lambda x, n: x * n)
+    for n in (1, 1, 2):
+        f(jnp.ones(2), n)
+    assert traces.count(f) == 2
+    assert "static at `args[1]`" in traces.explain()
+""",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_no_recompiles_fixture(pytester):
+    result = _run(
+        pytester,
+        """
+@es.filter_jit
+def double(x):
+    return 2 * x
+
+def test_steady(no_recompiles):
+    double(jnp.ones(3))  # a first trace is allowed
+    double(jnp.ones(3))
+
+def test_new_shape(no_recompiles):
+    double(jnp.ones(7))
+""",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*RecompileError: `double` would recompile inside*"])
+
+
+def test_marker_is_documented(pytester):
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.max_traces(n): fail the test if any*"])
