@@ -235,12 +235,17 @@ class _Walk:
 
     def partial(self, p: jtu.Partial, path: Any) -> Any:
         # `jax.tree_util.Partial` keeps its function in the PyTree structure (static) and its
-        # arguments as children.
-        func = self.static_leaf(p.func, (path, ".func"))
+        # arguments as children. A `functools.partial` given as the function is kept boxed in a
+        # shim that compares the partials with `==` (identity): the partial inside is interned,
+        # and a new `Partial` boxes the canonical one again.
+        old = p.func
+        if type(old).__name__ == "_HashableCallableShim":
+            old = old.fun  # pyright: ignore[reportFunctionMemberAccess]
+        func = self.static_leaf(old, (path, ".func"))
         args = [self.dynamic(x, (path, i)) for i, x in enumerate(p.args)]
         keywords = {k: self.dynamic(v, (path, (k,))) for k, v in p.keywords.items()}
         if (
-            func is p.func
+            func is old
             and all(map(operator.is_, args, p.args))
             and all(keywords[k] is v for k, v in p.keywords.items())
         ):

@@ -88,6 +88,8 @@ def _containers() -> Any:
         "namedtuple": Pair(lambda x: x - 1, jax.jit(jnp.cos)),
         "ordered": collections.OrderedDict(f=lambda x: 2 * x),
         "jtu_partial": jtu.Partial(lambda x, y: x * y, jnp.ones(2)),
+        # JAX boxes a `functools.partial` given to its `Partial` in a shim compared with `==`.
+        "jtu_partial_of_partial": jtu.Partial(ft.partial(jnp.multiply, 3.0), jnp.ones(2)),
         "eqx_partial": eqx.Partial(lambda x, y: x / y, y=2.0),
         "sequential": eqx.nn.Sequential([eqx.nn.Lambda(lambda x: x**2)]),
     }
@@ -120,13 +122,14 @@ def test_recurses_into_every_container():
             tree["namedtuple"].first(x) + tree["namedtuple"].second(x),
             tree["ordered"]["f"](x),
             tree["jtu_partial"](x),
+            tree["jtu_partial_of_partial"]() * x,
             tree["eqx_partial"](x),
             tree["sequential"](x),
         )
 
     for _ in range(3):
         out = run(es.stabilize(_containers()), _X)
-    expected = (_X + 1, 3 * _X, _X - 1 + jnp.cos(_X), 2 * _X, _X, _X / 2, _X**2)
+    expected = (_X + 1, 3 * _X, _X - 1 + jnp.cos(_X), 2 * _X, _X, 3 * _X, _X / 2, _X**2)
     for got, want in zip(out, expected):  # pyright: ignore[reportPossiblyUnboundVariable]
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert traces == 1
