@@ -125,19 +125,19 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     call = current.call
     if call is None:
         return
+    if call.lowering:
+        return
     if event == _COMPILE_EVENT:
-        if not call.lowering:
-            call.stats.compile_seconds += duration_secs
+        call.stats.compile_seconds += duration_secs
     elif event == _TRACE_EVENT:
-        if not call.lowering:
-            call.stats.trace_seconds += duration_secs
-    elif event == _LOWER_EVENT:
-        # JAX lowers (and then compiles) without tracing again when only the input shardings
-        # changed, or when this program was traced by `.lower()` before. That is still a miss;
-        # deciding it here, before XLA compiles, lets the guards raise before any work is done.
-        if not call.traced and not call.lowering:
-            call.traced = True
-            call.program.untraced_miss(call)
+        call.stats.trace_seconds += duration_secs
+    if event in (_LOWER_EVENT, _COMPILE_EVENT) and not call.traced:
+        # JAX lowers and compiles without tracing again when only the input shardings changed,
+        # or when this program was traced by `.lower()` before; for a new device it may even
+        # reuse the lowering and only compile. That is still a miss. Deciding it at the first
+        # of these events lets the guards raise before XLA compiles, where JAX allows it.
+        call.traced = True
+        call.program.untraced_miss(call)
 
 
 jax.monitoring.register_event_duration_secs_listener(_listener)

@@ -25,6 +25,7 @@ import dataclasses
 import functools as ft
 import operator
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -33,10 +34,11 @@ import jax
 import numpy as np
 
 from .. import _keys
-from .._keys import _still_valid, stable_key
+from .._keys import stable_key
 
 
 _is = operator.is_
+_ref = weakref.ref
 _ATOMS = (int, float, complex, str, bytes, type(None), type, bool, types.ModuleType)
 _REKEYED = (types.FunctionType, ft.partial, type(jax.jit(lambda: None)), eqx.Module)
 _slot_names: dict[type, tuple[str, ...]] = {}
@@ -66,6 +68,11 @@ def _dict_state(obj: dict) -> tuple:
     return (len(obj), *obj.keys(), *obj.values())
 
 
+def _attrs_state(obj: Any) -> tuple:
+    attrs = obj.__dict__
+    return (len(attrs), *attrs.keys(), *attrs.values())
+
+
 def _object_state(obj: Any) -> tuple:
     attrs = getattr(obj, "__dict__", None)
     slots = tuple(getattr(obj, name, None) for name in _slots_of(type(obj)))
@@ -82,6 +89,8 @@ def _state_fn(obj: Any) -> Callable[[Any], tuple]:
     if isinstance(obj, (set, bytearray, np.ndarray)):
         # Their contents change without any identity changing.
         raise _NotCheap
+    if not _slots_of(type(obj)) and isinstance(getattr(obj, "__dict__", None), dict):
+        return _attrs_state
     return _object_state
 
 
@@ -111,7 +120,7 @@ def _reachable(contents: tuple, seen: set[int], checks: list) -> None:
 class MutationCheck:
     """Says whether anything watched by a `Snapshot` changed, cheaply when nothing did."""
 
-    __slots__ = ("snapshot", "_watches", "_checks", "_globals")
+    __slots__ = ("snapshot", "_checks", "_globals")
 
     def __init__(self, snapshot: Any):
         self.snapshot = snapshot
@@ -120,7 +129,7 @@ class MutationCheck:
     def _build(self) -> None:
         snapshot = self.snapshot
         try:
-            watches: list = [snapshot._watch] if snapshot._watch else []
+            watches: list = [snapshot._watch]
             checks: list = []
             parts = snapshot._parts
             seen = {id(obj) for obj, _ in parts}
@@ -129,11 +138,22 @@ class MutationCheck:
                 state = state_fn(obj)
                 checks.append((obj, state_fn, state))
                 _reachable(state, seen, watches)
-            self._watches = tuple(watches)
+            # One flat list without repeats: the watch lists of a `jax.jit` function and of the
+            # function it wraps share entries, and each entry costs a state computation.
+            # The states are read again now (the key memo may hold weak references, and the
+            # snapshot and `stable_key` were both validated just now, so nothing moved since).
+            known = {(id(obj), fn) for obj, fn, _ in checks}
+            for watch in watches:
+                for holder, state_fn, _ in watch:
+                    obj = holder() if type(holder) is _ref else holder
+                    if obj is None:
+                        raise _NotCheap
+                    if (id(obj), state_fn) not in known:
+                        known.add((id(obj), state_fn))
+                        checks.append((obj, state_fn, state_fn(obj)))
             self._checks: tuple | None = tuple(checks)
             self._globals = tuple(snapshot._globals)
         except (_NotCheap, AttributeError):
-            self._watches = ()
             self._checks = None
             self._globals = ()
 
@@ -142,9 +162,6 @@ class MutationCheck:
         checks = self._checks
         if checks is None:
             return self.snapshot.changed()
-        for watch in self._watches:
-            if not _still_valid(watch):
-                return self._ask()
         for obj, state_fn, state in checks:
             now = state_fn(obj)
             if len(now) != len(state) or not all(map(_is, now, state)):

@@ -30,6 +30,14 @@ _MAX_REPR = 60
 _STRUCTURE_WEIGHT = 1_000_000
 
 
+class _Placement(NamedTuple):
+    sharding: Any
+    committed: bool
+
+    def __str__(self) -> str:
+        return f"{self.sharding}" + ("" if self.committed else " (uncommitted)")
+
+
 class ArrayLeaf(NamedTuple):
     shape: tuple[int, ...]
     dtype: Any
@@ -89,7 +97,7 @@ def _array_leaf(x: Any) -> ArrayLeaf:
         sharding = None
     elif isinstance(x, jax.Array):
         shape, dtype, weak = x.shape, x.dtype, x.weak_type  # pyright: ignore
-        sharding = x.sharding if x.committed else None
+        sharding = _Placement(x.sharding, x.committed)
     else:
         x = np.asarray(x)
         shape, dtype, weak, sharding = x.shape, x.dtype, False, None
