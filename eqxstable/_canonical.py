@@ -27,8 +27,9 @@ class FrozenDict(Mapping[_K, _V]):
 
     Static fields holding a `dict` are stored as a `FrozenDict`: `m.config["lr"]`,
     `m.config.get("lr")`, `m.config.items()`, `"lr" in m.config` and `dict(m.config)` all work.
-    Equality and hash are type-exact on keys and values (see [`eqxstable.stable_key`][]), and do
-    not depend on insertion order.
+    Equality and hash are type-exact on keys and values (see [`eqxstable.stable_key`][]), and
+    insertion order is part of the value: code that iterates over the mapping may depend on it,
+    so two mappings that iterate differently must not share a compiled program.
     """
 
     __slots__ = ("_dict", "_hash", "__weakref__")
@@ -58,10 +59,10 @@ class FrozenDict(Mapping[_K, _V]):
     def __or__(self, other: Mapping) -> "FrozenDict":
         return FrozenDict({**self._dict, **other})
 
-    def _content(self) -> frozenset:
+    def _content(self) -> tuple:
         # Stable keys, not the values themselves: `1 == 1.0 == True` and `0.0 == -0.0` in
         # Python, but they are different static values to a traced computation.
-        return frozenset((stable_key(k), stable_key(v)) for k, v in self._dict.items())
+        return tuple((stable_key(k), stable_key(v)) for k, v in self._dict.items())
 
     def __hash__(self) -> int:
         # Cached: a stale hash can only make two equal mappings miss each other (a recompile),
@@ -228,6 +229,16 @@ class ReadOnlyArray:
 _Leaf = Callable[[Any, Any], Any]
 
 
+def _sorted_if_possible(items: list) -> list:
+    # Equal sets can iterate in different orders (the order depends on the insertion history),
+    # and code may iterate over a static set. Built from sorted elements, equal sets lay out,
+    # and so iterate, alike.
+    try:
+        return sorted(items)
+    except TypeError:
+        return items
+
+
 def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
     """The hashable canonical form of a static value: lists and tuples become tuples (a
     NamedTuple keeps its class), dicts become [`FrozenDict`][]s, sets become frozensets and NumPy
@@ -263,7 +274,7 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
         items = [freeze(x, leaf, (path, "{...}")) for x in obj]
         if t is frozenset and all(map(operator.is_, items, obj)):
             return obj
-        return frozenset(items)
+        return frozenset(_sorted_if_possible(items))
     if t is np.ndarray or isinstance(obj, np.generic):
         # A NumPy scalar too: it is an array to Equinox, which warns about one in a static field.
         return ReadOnlyArray(obj) if leaf is None else leaf(ReadOnlyArray(obj), path)
