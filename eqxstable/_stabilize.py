@@ -90,7 +90,11 @@ def _classify(obj: Any) -> _Kind:
         return _Kind.PARTIAL
     if issubclass(t, tuple) and hasattr(t, "_make") and hasattr(t, "_fields"):
         return _Kind.NAMEDTUPLE
-    if not jtu.treedef_is_leaf(jtu.tree_structure(obj, is_leaf=lambda x: x is not obj)):
+    try:
+        treedef = jtu.tree_structure(obj, is_leaf=lambda x: x is not obj)
+    except Exception:
+        treedef = None  # A node type whose flatten fails on this value: left whole, as a leaf.
+    if treedef is not None and not jtu.treedef_is_leaf(treedef):
         return _Kind.NODE
     if _hash_without_eq(t):
         return _Kind.HASH_WITHOUT_EQ
