@@ -1,10 +1,11 @@
 """Shared timing helpers for the benchmark scripts: interleaved repeats, medians, a header."""
 
+import contextlib
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import equinox as eqx
 import jax
@@ -18,6 +19,28 @@ def header(script: str) -> None:
         f"device {jax.devices()[0].device_kind}, {time.strftime('%Y-%m-%d %H:%M')}"
     )
     print()
+
+
+_compiles = [0]
+
+
+def _on_event(event: str, duration_secs: float, **kwargs: str | int) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        _compiles[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+@contextlib.contextmanager
+def count_compiles() -> Iterator[list[int]]:
+    """Counts XLA compilations inside the block (all programs, as JAX reports them)."""
+    result = [0]
+    start = _compiles[0]
+    try:
+        yield result
+    finally:
+        result[0] = _compiles[0] - start
 
 
 def per_call(

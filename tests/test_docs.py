@@ -12,7 +12,7 @@ import eqxstable as es
 
 DOCS = Path(__file__).parent.parent / "docs"
 # Guide pages whose ```python blocks run, in order, in one namespace per page. Add yours.
-EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md"]
+EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md"]
 
 
 def _public_names() -> set[str]:

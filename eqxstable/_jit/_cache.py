@@ -22,6 +22,8 @@ from ._mutation_check import MutationCheck
 
 _is = operator.is_
 _compress = itertools.compress
+# JAX never mutates its arguments, so calls without donated (or kept) leaves can share this.
+_NOTHING: list = []
 # Keep the most recent entries at hand for the identity fast path; older ones are found by key.
 _RECENT = 8
 
@@ -82,6 +84,7 @@ class Entry:
         "keep_pos",
         "key",
         "mutated",
+        "all_kept",
         "__weakref__",
     )
 
@@ -107,6 +110,8 @@ class Entry:
         self.template = [None if m else leaf for m, leaf in zip(mask, leaves)]
         self.donate_pos = [i for i, d in enumerate(self.donate_sel) if d]
         self.keep_pos = [i for i, k in enumerate(self.keep_sel) if k]
+        # Every leaf an array and nothing donated: the flattened list is passed on as it is.
+        self.all_kept = all(self.keep_sel)
 
     def adopt(self, leaves: list, data: list) -> None:
         """Holds these (equivalent) static objects from now on, for the identity fast path, and
@@ -136,6 +141,12 @@ class Entry:
 
     def split(self, leaves: list) -> tuple[list, list]:
         """The (donated, kept) dynamic leaves of a call that matched this entry."""
+        if self.all_kept:
+            return _NOTHING, leaves
+        if not self.donate_pos:
+            return _NOTHING, list(_compress(leaves, self.keep_sel))
+        if not self.keep_pos:
+            return list(_compress(leaves, self.donate_sel)), _NOTHING
         return list(_compress(leaves, self.donate_sel)), list(_compress(leaves, self.keep_sel))
 
     def rebuild(self, donated: list, kept: list) -> tuple[tuple, dict]:
