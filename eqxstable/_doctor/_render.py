@@ -149,21 +149,27 @@ def _details(row: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _summary(report: dict[str, Any]) -> list[str]:
     t = report["totals"]
     if report["mode"] == "stabilize":
         return _wrap(
-            f"With eqxstable's `filter_jit`: {t['misses']} misses in {t['calls']} calls, "
+            f"With eqxstable's `filter_jit`: {_count(t['misses'], 'miss', 'misses')} in "
+            f"{t['calls']} calls, "
             f"{t['compile_seconds']:.2f} s compiling. Run without `--stabilize` to see what "
             "`equinox.filter_jit` does.",
             "",
             "",
         )
     lines = _wrap(
-        f"{t['avoidable']} of these {t['misses']} misses would be avoided by eqxstable "
+        f"{t['avoidable']} of these {_count(t['misses'], 'miss', 'misses')} would be avoided "
+        "by eqxstable "
         f"(identity: its `filter_jit` keys equivalent callables by what they compute), "
         f"about {t['avoidable_compile_seconds']:.2f} s of the {t['compile_seconds']:.2f} s "
-        "spent compiling. `eqxstable doctor --stabilize SCRIPT` runs it that way.",
+        f"spent compiling. `eqxstable doctor --stabilize {report['script']}` runs it that way.",
         "",
         "",
     )
