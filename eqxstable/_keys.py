@@ -95,9 +95,10 @@ def _compound(fn: _Handler) -> _Handler:
     return handler
 
 
-def _sorted_items(mapping: Any, ctx: _Ctx, content_ok: bool) -> tuple:
-    # Sorted by name so that insertion order does not matter; the names are strings here.
-    return tuple(sorted((k, _key(v, ctx, content_ok)) for k, v in mapping.items()))
+def _items(mapping: Any, ctx: _Ctx, content_ok: bool) -> tuple:
+    # In iteration order, which is behaviour: `partial(f, a=1, b=2)` and `partial(f, b=2, a=1)`
+    # pass `**kwargs` in different orders, and a function may iterate them.
+    return tuple([(_key(k, ctx, content_ok), _key(v, ctx, content_ok)) for k, v in mapping.items()])
 
 
 def _extra_attrs(obj: Any, ctx: _Ctx, skip: Any = ()) -> tuple:
@@ -105,11 +106,11 @@ def _extra_attrs(obj: Any, ctx: _Ctx, skip: Any = ()) -> tuple:
     if not d:
         return ()
     return tuple(
-        sorted(
+        [
             (k, _key(v, ctx, False))
             for k, v in d.items()
             if k not in skip and k not in _IGNORED_ATTRS
-        )
+        ]
     )
 
 
@@ -218,7 +219,9 @@ def _tuple_subclass(obj, ctx, content_ok):
 
 
 def _frozenset(obj, ctx, content_ok):
-    return (frozenset, frozenset([_key(x, ctx, content_ok) for x in obj]))
+    # A tuple in iteration order, not a set of keys: equal frozensets can iterate in different
+    # orders (`frozenset([9, 1])` and `frozenset([1, 9])`), and code that loops over one does.
+    return (frozenset, tuple([_key(x, ctx, content_ok) for x in obj]))
 
 
 @_compound
@@ -295,7 +298,7 @@ def _function(f, ctx, content_ok):
         f.__code__,
         Namespace(f.__globals__),
         _key(f.__defaults__, ctx, False),
-        _sorted_items(kwdefaults, ctx, False) if kwdefaults else (),
+        _items(kwdefaults, ctx, False) if kwdefaults else (),
         cells,
         _extra_attrs(f, ctx),
     )
@@ -313,7 +316,7 @@ def _partial(p, ctx, content_ok):
         type(p),
         _key(p.func, ctx, False),
         _key(p.args, ctx, False),
-        _sorted_items(p.keywords, ctx, False),
+        _items(p.keywords, ctx, False),
         _extra_attrs(p, ctx),
     )
 

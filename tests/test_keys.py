@@ -45,6 +45,10 @@ def body(x, y: Any = 0):
     return x + y
 
 
+def kwargs_in_order(**kwargs):
+    return list(kwargs.values())
+
+
 def other_body(x, y: Any = 0):
     return x - y
 
@@ -142,6 +146,14 @@ NOT_EQUIVALENT = {
     "partial keyword value": lambda: (ft.partial(body, y=1), ft.partial(body, y=2)),
     "partial keyword 1 / 1.0": lambda: (ft.partial(body, y=1), ft.partial(body, y=1.0)),
     "partial arg / keyword": lambda: (ft.partial(body, 1), ft.partial(body, x=1)),
+    "partial keyword order": lambda: (
+        ft.partial(kwargs_in_order, a=1, b=2),
+        ft.partial(kwargs_in_order, b=2, a=1),
+    ),
+    "frozenset iteration order": lambda: (
+        closure_over(frozenset([9, 1])),
+        closure_over(frozenset([1, 9])),
+    ),
     "partial function": lambda: (ft.partial(body, 1), ft.partial(other_body, 1)),
     "jtu.Partial args": lambda: (jtu.Partial(body, 1), jtu.Partial(body, 2)),
     "functools / jtu partial": lambda: (ft.partial(body, 1), jtu.Partial(body, 1)),

@@ -293,13 +293,8 @@ def test_read_only_array_is_a_copy(a):
     assert not r.array.flags.writeable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry bug (reported, issue 2): `stable_key` keys a frozenset by its elements "
-    "only, but equal frozensets can iterate in different orders, so `intern` may return a "
-    "closure that iterates its captured set in another order and computes differently",
-)
 def test_registry_interns_frozensets_that_iterate_differently():
+    # Equal frozensets can iterate in different orders, so their keys include the order.
     def make(values):
         return lambda x: jnp.stack([x * v for v in values])
 
