@@ -23,7 +23,7 @@ from eqxstable._doctor import Observer
 
 ROOT = Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
-import sweep  # noqa: E402
+import sweep  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 
 def end_to_end(repeats: int) -> list[list[str]]:
