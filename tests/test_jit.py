@@ -212,6 +212,23 @@ def test_nested_static_fields_are_type_exact(first):
     assert counter.count == 3 == len(seen)
 
 
+class _Holder(eqx.Module):
+    inner: Any = eqx.field(static=True)
+    none: Any = None
+
+
+def test_module_in_a_static_field_is_type_exact():
+    # The inner module's own static field is node data of node data: flattening it with
+    # `jax.tree_util` would lose it, and `1` and `1.0` would share a program.
+    counter = count_traces(lambda m, x: x * m.inner.scale)
+    jitted = es.filter_jit(counter)
+    x = jnp.ones(2, jnp.int32)
+    assert jitted(_Holder(_Scaled(1, None)), x).dtype == jnp.int32
+    assert jnp.issubdtype(jitted(_Holder(_Scaled(1.0, None)), x).dtype, jnp.floating)
+    assert jitted(_Holder(_Scaled(1, None)), x).dtype == jnp.int32
+    assert counter.count == 2 == jitted.cache_info().misses
+
+
 def _sign(x, s):
     return x * math.copysign(1.0, s.scale if isinstance(s, _Scaled) else s)
 
@@ -291,3 +308,12 @@ def test_inline_wrappers_share_the_program():
         for _ in range(3):
             es.filter_jit(f)(jnp.ones(2))
     assert log.count("f") == 1
+
+
+def test_callable_module_keeps_its_arrays_traced(getkey):
+    linear = eqx.nn.Linear(3, 2, key=getkey())
+    jitted = es.filter_jit(linear)
+    assert jitted.__name__ == "Linear"
+    np.testing.assert_allclose(jitted(jnp.ones(3)), linear(jnp.ones(3)), rtol=1e-6)
+    other = eqx.nn.Linear(3, 2, key=getkey())
+    np.testing.assert_allclose(es.filter_jit(other)(jnp.ones(3)), other(jnp.ones(3)), rtol=1e-6)

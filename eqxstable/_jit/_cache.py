@@ -39,8 +39,17 @@ def node_data(treedef: Any, leaves: list) -> list:
 
 
 def node_atoms(data: list) -> list:
-    """The values inside node data, flattened, for keying by `stable_key`."""
-    return jtu.tree_leaves(data)
+    """The node data as values to key by `stable_key`: the lists in it (a dict's keys, fresh on
+    every flatten) become tuples, so they are keyed by contents, not identity. Nothing is
+    flattened further: `jax.tree_util` would drop `None`s and the static fields of a module held
+    in a static field, and with them the type-exactness of `1` versus `1.0` inside."""
+    return [_freeze_lists(d) for d in data]
+
+
+def _freeze_lists(d: Any) -> Any:
+    if type(d) is list or type(d) is tuple:
+        return tuple([_freeze_lists(x) for x in d])
+    return d
 
 
 def _same_node_data(new: list, old: tuple) -> bool:
