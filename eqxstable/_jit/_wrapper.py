@@ -15,6 +15,8 @@ from ._guards import OnRecompile
 from ._program import get_program, Program
 
 
+# `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
+_flatten = jtu.default_registry.flatten
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -74,6 +76,9 @@ class _JitWrapper(Generic[_P, _T]):
         on_recompile: OnRecompile,
     ):
         ft.update_wrapper(self, fun)
+        # A callable object (a module) has no names of its own: use those of its class.
+        if "__name__" not in self.__dict__:
+            self.__name__, self.__qualname__ = program.name, program.qualname
         self._fun = fun
         self._program = program
         self._fun_dynamic = program.fun_dynamic(fun)
@@ -89,7 +94,7 @@ class _JitWrapper(Generic[_P, _T]):
 
     def __call__(self, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         __tracebackhide__ = True
-        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        leaves, treedef = _flatten((args, kwargs), None)
         program = self._program
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
@@ -130,7 +135,7 @@ class _JitWrapper(Generic[_P, _T]):
         **Returns:** a `Lowered` with `.as_text()` and `.compile()`; the compiled program is
         called with arguments of the same structure and static values.
         """
-        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        leaves, treedef = _flatten((args, kwargs), None)
         program = self._program
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
@@ -207,7 +212,7 @@ class Compiled:
         self._entry = entry
 
     def __call__(self, *args, **kwargs):
-        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        leaves, treedef = _flatten((args, kwargs), None)
         wrapper = self._wrapper
         if wrapper._program.cache.lookup(leaves, treedef) is not self._entry:
             raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
