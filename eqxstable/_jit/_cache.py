@@ -193,7 +193,7 @@ class Cache:
 
     def clear(self) -> None:
         self.entries.clear()
-        self.recent.clear()
+        self.recent = []
 
     def lookup(self, leaves: list, treedef: Any) -> Entry:
         """The entry for a call with these flattened arguments, made if there is none.
@@ -205,7 +205,8 @@ class Cache:
         """
         types = tuple(map(type, leaves))
         mutation = None
-        for entry in self.recent:
+        recent = self.recent
+        for entry in recent:
             if (
                 entry.types == types
                 and entry.treedef == treedef
@@ -218,7 +219,7 @@ class Cache:
                     mutation = entry.mutation()
                     if mutation is not None:
                         break
-                if entry is not self.recent[0]:
+                if entry is not recent[0]:
                     self._to_front(entry)
                 return entry
         entry, data, created = self._slow_lookup(leaves, treedef)
@@ -238,11 +239,9 @@ class Cache:
         return entry
 
     def _to_front(self, entry: Entry) -> None:
-        recent = self.recent
-        if entry in recent:
-            recent.remove(entry)
-        recent.insert(0, entry)
-        del recent[_RECENT:]
+        # Rebuilt rather than edited in place, so that a thread iterating the old list (another
+        # call of the same function) never sees it half-changed.
+        self.recent = [entry, *(e for e in self.recent if e is not entry)][:_RECENT]
 
     def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, list, bool]:
         mask = tuple(map(eqx.is_array, leaves))
@@ -262,5 +261,4 @@ class Cache:
     def _retire(self, entry: Entry) -> None:
         if self.entries.get(entry.key) is entry:
             del self.entries[entry.key]
-        if entry in self.recent:
-            self.recent.remove(entry)
+        self.recent = [e for e in self.recent if e is not entry]
