@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import eqxstable as es
 
@@ -13,6 +14,9 @@ import eqxstable as es
 DOCS = Path(__file__).parent.parent / "docs"
 # Guide pages whose ```python blocks run, in order, in one namespace per page. Add yours.
 EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md"]
+# Pages whose ```python blocks run in order, in one `__main__` namespace, and where a ```text block
+# right after a python block is exactly what that block prints (memory addresses as `0x...`).
+OUTPUT_PAGES = ["why_recompile.md"]
 
 
 def _public_names() -> set[str]:
@@ -53,3 +57,35 @@ def test_guide_examples_run(page: str, capsys):
     namespace: dict[str, Any] = {"__name__": f"docs_{page.removesuffix('.md')}"}
     for number, block in enumerate(blocks):
         exec(compile(block, f"docs/{page} (block {number})", "exec"), namespace)
+
+
+@pytest.mark.parametrize("page", OUTPUT_PAGES)
+def test_shown_output_is_what_the_examples_print(page: str, capsys):
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (DOCS / page).read_text(), flags=re.DOTALL)
+    assert any(language == "text" for language, _ in blocks), f"docs/{page} shows no output"
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    printed = None
+    for number, (language, body) in enumerate(blocks):
+        if language == "python":
+            capsys.readouterr()
+            exec(compile(body, f"docs/{page} (block {number})", "exec"), namespace)
+            printed = re.sub(r"0x[0-9a-f]+", "0x...", capsys.readouterr().out)
+        elif language == "text":
+            assert printed == body, (
+                f"docs/{page} (block {number}) is not what block {number - 1} prints"
+            )
+            printed = None
+
+
+def _nav_pages(node: Any) -> set[str]:
+    if isinstance(node, str):
+        return {node}
+    values = node.values() if isinstance(node, dict) else node
+    return set().union(*map(_nav_pages, values))
+
+
+def test_every_page_is_in_the_nav():
+    nav = yaml.safe_load((DOCS.parent / "mkdocs.yml").read_text())["nav"]
+    pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
+    assert sorted(pages - _nav_pages(nav)) == [], "add these docs/ pages to `nav` in mkdocs.yml"
+    assert sorted(_nav_pages(nav) - pages) == [], "mkdocs.yml `nav` names pages that do not exist"
