@@ -42,6 +42,23 @@ def test_num_traces_agrees_with_counter_and_compile_log():
     assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 3, None, 3)
 
 
+def test_nonlocal_counter_agrees_with_cache_info():
+    traces = 0
+
+    @es.filter_jit
+    def f(x, activation):
+        nonlocal traces
+        traces += 1
+        return activation(x)
+
+    with compile_log() as log:
+        for i in range(4):
+            f(jnp.ones(2) * i, lambda v: v + 1)  # a new but equivalent lambda every call
+        f(jnp.ones(2), lambda v: v + 2)
+    assert traces == 2 == log.count("f") == f.cache_info().misses
+    assert f.cache_info().hits == 3
+
+
 def test_outputs_match_eqx_filter_jit(getkey):
     mlp = eqx.nn.MLP(3, 2, 8, 2, key=getkey())
     x = jax.random.normal(getkey(), (5, 3))
