@@ -100,7 +100,7 @@ def test_text_report_goes_to_stderr(tmp_path):
     proc = _doctor(_write(tmp_path, SWEEP))
     assert proc.returncode == 0
     assert "traces 3" in proc.stdout and "eqxstable doctor" not in proc.stdout
-    assert "2 of these 3 misses would be avoided by eqxstable" in proc.stderr
+    assert "2 of the 3 misses would be avoided by eqxstable" in proc.stderr
     assert "identity at `args[0].activation` [eqxstable avoids]" in proc.stderr
     assert "type exactness" in proc.stderr
 

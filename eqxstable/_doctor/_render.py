@@ -131,7 +131,11 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _wrap(text: str, indent: str, hang: str = "  ") -> list[str]:
     return textwrap.wrap(
-        text, _WIDTH, initial_indent=indent, subsequent_indent=" " * len(indent) + hang
+        text,
+        _WIDTH,
+        initial_indent=indent,
+        subsequent_indent=" " * len(indent) + hang,
+        break_on_hyphens=False,
     )
 
 
@@ -145,7 +149,7 @@ def _details(row: dict[str, Any]) -> list[str]:
         lines += _wrap(f"{group['kind']}{at}{avoid}: {group['reason']}", f"  {group['count']} x ")
     for group in row["type_collisions"]["groups"]:
         lines += _wrap(f"type collision at `{group['path']}`: {group['reason']}", "  ")
-        lines[-1] += f" ({group['count']} calls)"
+        lines[-1] += f" ({_count(group['count'], 'call', 'calls')})"
     return lines
 
 
@@ -158,26 +162,29 @@ def _summary(report: dict[str, Any]) -> list[str]:
     if report["mode"] == "stabilize":
         return _wrap(
             f"With eqxstable's `filter_jit`: {_count(t['misses'], 'miss', 'misses')} in "
-            f"{t['calls']} calls, "
-            f"{t['compile_seconds']:.2f} s compiling. Run without `--stabilize` to see what "
-            "`equinox.filter_jit` does.",
+            f"{_count(t['calls'], 'call', 'calls')}, {t['compile_seconds']:.2f} s compiling. "
+            "Run without `--stabilize` to see what `equinox.filter_jit` does.",
             "",
             "",
         )
-    lines = _wrap(
-        f"{t['avoidable']} of these {_count(t['misses'], 'miss', 'misses')} would be avoided "
-        "by eqxstable "
-        f"(identity: its `filter_jit` keys equivalent callables by what they compute), "
-        f"about {t['avoidable_compile_seconds']:.2f} s of the {t['compile_seconds']:.2f} s "
-        f"spent compiling. `eqxstable doctor --stabilize {report['script']}` runs it that way.",
-        "",
-        "",
-    )
+    misses = _count(t["misses"], "miss", "misses")
+    if t["avoidable"]:
+        avoided = (
+            f"{t['avoidable']} of the {misses} would be avoided by eqxstable (identity: its "
+            "`filter_jit` keys equivalent callables by what they compute), about "
+            f"{t['avoidable_compile_seconds']:.2f} s of the {t['compile_seconds']:.2f} s spent "
+            f"compiling. `eqxstable doctor --stabilize {report['script']}` runs it that way."
+        )
+    else:
+        avoided = f"None of the {misses} would be avoided by eqxstable's identity fix."
+    lines = _wrap(avoided, "", "")
     if t["collision_calls"]:
+        calls = _count(t["collision_calls"], "call was", "calls were")
         other = (
-            f"{t['collision_calls']} calls were served a program Equinox compiled for an equal "
-            "value of another type (`1` for `1.0`); eqxstable keys values type-exactly and would "
-            f"compile {t['collision_programs']} more program(s) for them, with correct dtypes."
+            f"{calls} served a program Equinox compiled for an equal value of another type (`1` "
+            "for `1.0`); eqxstable keys values type-exactly and would compile "
+            f"{_count(t['collision_programs'], 'more program', 'more programs')} for them, with "
+            "correct dtypes."
         )
     else:
         other = (
