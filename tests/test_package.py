@@ -1,8 +1,6 @@
 import importlib.metadata
 import importlib.resources
 
-import pytest
-
 import eqxstable as es
 
 
@@ -47,9 +45,6 @@ def test_error_and_warning_bases():
     assert issubclass(es.StabilityWarning, UserWarning)
 
 
-# TODO(lead): once the module and jit layers have landed, make this `strict=True` (or drop the
-# mark) so that a contract name that disappears fails CI.
-@pytest.mark.xfail(strict=False, reason="the module and jit layers are still being written")
 def test_every_contract_name_is_exported():
     missing = [name for name in CONTRACT_NAMES if not hasattr(es, name)]
     assert missing == []

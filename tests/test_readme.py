@@ -6,10 +6,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-import eqxstable as es
-
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -34,8 +30,6 @@ def test_readme_main_command_runs_a_file_that_exists():
     assert paths and all((ROOT / path).is_file() for path in paths)
 
 
-# TODO(lead): drop this skip once `es.filter_jit` exists, so that the example is always checked.
-@pytest.mark.skipif(not hasattr(es, "filter_jit"), reason="the jit layer has not landed yet")
 def test_readme_example_compiles_once(capsys):
     (example,) = _blocks("python")
     namespace: dict[str, Any] = {"__name__": "readme_example"}
@@ -45,8 +39,6 @@ def test_readme_example_compiles_once(capsys):
     assert "misses=1" in capsys.readouterr().out
 
 
-# TODO(lead): drop this skip once `es.intern` / `es.stable_key` exist.
-@pytest.mark.skipif(not hasattr(es, "stable_key"), reason="the registry has not landed yet")
 def test_rebuilt_lambda_example_runs(capsys):
     runpy.run_path(str(ROOT / "examples" / "rebuilt_lambda.py"), run_name="__main__")
     out = capsys.readouterr().out
