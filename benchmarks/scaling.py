@@ -3,7 +3,7 @@
 a few static values, in a loop whose last result is blocked on.
 
 Prints a table (microseconds per call and per leaf) and, when matplotlib is importable, writes a
-log-log plot to `--plot` (default `benchmarks/scaling.png`).
+log-log plot to `--plot` (default `docs/img/scaling.png`).
 """
 
 import argparse
@@ -25,7 +25,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10000])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--plot", default=str(pathlib.Path(__file__).with_name("scaling.png")))
+    parser.add_argument(
+        "--plot",
+        default=str(pathlib.Path(__file__).resolve().parent.parent / "docs/img/scaling.png"),
+    )
     args = parser.parse_args()
     header("benchmarks/scaling.py")
     names = ["raw jax.jit", "eqx.filter_jit", "es.filter_jit"]
