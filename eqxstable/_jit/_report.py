@@ -2,6 +2,8 @@
 
 from collections import Counter
 
+import jax
+
 from ._accounting import live_wrappers, Miss
 
 
@@ -20,9 +22,23 @@ def _top_reason(misses: list[Miss]) -> str:
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
 
 
+def _process_line() -> str | None:
+    # Under `jax.distributed` every process keeps its own wrappers and counters, and logs from
+    # several processes end up side by side, so a report says whose counts it holds.
+    count = jax.process_count()
+    if count == 1:
+        return None
+    index = jax.process_index()
+    return (
+        f"process {index} of {count} (`jax.process_index()` is {index}): the counts below are "
+        "this process's own."
+    )
+
+
 def report() -> str:
     """A table over every live stable [`eqxstable.filter_jit`][]: its name, calls, hits, misses,
-    compile seconds and the most common reason it recompiled.
+    compile seconds and the most common reason it recompiled. In a multi-process run
+    (`jax.distributed`) its first line names the process it describes.
 
     **Arguments:** None.
 
@@ -49,8 +65,10 @@ def report() -> str:
                 _top_reason(wrapper._stats.misses),
             )
         )
+    process = _process_line()
+    head = [] if process is None else [process]
     if not rows:
-        return "No stable `filter_jit` functions are alive."
+        return "\n".join([*head, "No stable `filter_jit` functions are alive."])
     widths = [max(len(row[i]) for row in [_HEADER, *rows]) for i in range(len(_HEADER))]
 
     def line(row):
@@ -60,4 +78,4 @@ def report() -> str:
         return "  ".join(cells).rstrip()
 
     rule = "  ".join("-" * w for w in widths[:5]) + "  " + "-" * len(_HEADER[5])
-    return "\n".join([line(_HEADER), rule, *map(line, rows)])
+    return "\n".join([*head, line(_HEADER), rule, *map(line, rows)])
