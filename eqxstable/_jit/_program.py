@@ -21,6 +21,12 @@ from ._guards import check
 from ._signature import diff, Signature, signature
 
 
+_HISTORY_SEARCHED = 64
+_MSG_UNEXPLAINED = (
+    "`{name}` compiled for arguments nested too deeply to compare with earlier calls."
+)
+
+
 class OutSpec:
     """The non-array part of a call's output. It is a pytree node without children, so it
     travels through `jax.jit` as node data of the output and comes back with every call of the
@@ -87,6 +93,8 @@ class Program:
         self.cache = Cache(donate)
         # The signature of every call that compiled, oldest first: what a new miss is compared to.
         self.history: list[Signature] = []
+        # The number of programs compiled since the last clear (`CacheInfo.currsize`).
+        self.compiled = 0
         self.jitted = self._make_jitted()
         _all_programs.add(self)
 
@@ -96,6 +104,7 @@ class Program:
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
+        self.compiled = 0
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
 
@@ -130,19 +139,29 @@ class Program:
         donate_argnums = () if self.donate == "none" else (0,)
         return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
 
-    def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature]:
-        sig = signature(call.args, call.kwargs)
+    def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
+        try:
+            sig = signature(call.args, call.kwargs)
+        except RecursionError:
+            # A pytree nested deeper than Python's recursion limit: still compile, unexplained.
+            sig = None
         mutated = getattr(entry, "mutated", None)
         if mutated is not None:
             index, what = mutated
-            path = sig.leaves[index][0] if index is not None else "(a static field)"
+            path = "(a static field)"
+            if index is not None and sig is not None:
+                path = sig.leaves[index][0]
             reason = (
                 f"{what}, so `{path}` was traced again instead of reusing the program compiled "
                 "for its old contents; pass immutable values (tuples, frozen dataclasses) or "
                 "arrays to avoid the retrace."
             )
             return Miss("mutated", path, reason), sig
-        return diff(self.history, sig, self.name), sig
+        if sig is None:
+            return Miss("first", "", _MSG_UNEXPLAINED.format(name=self.name)), None
+        # The closest entry is searched among the latest signatures only, so that a function
+        # with very many programs does not pay for all of them on each miss.
+        return diff(self.history[-_HISTORY_SEARCHED:], sig, self.name), sig
 
     def _check(self, call: Call, miss: Miss) -> None:
         wrapper = call.wrapper
@@ -154,8 +173,10 @@ class Program:
             wrapper.on_recompile,
         )
 
-    def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature) -> None:
-        self.history.append(sig)
+    def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature | None) -> None:
+        if sig is not None:
+            self.history.append(sig)
+        self.compiled += 1
         call.stats.misses.append(miss)
         call.committed = True
         entry.mutated = None

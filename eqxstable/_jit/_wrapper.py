@@ -156,7 +156,7 @@ class _JitWrapper(Generic[_P, _T]):
             hits=stats.calls - misses,
             misses=misses,
             maxsize=None,
-            currsize=len(self._program.history),
+            currsize=self._program.compiled,
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
         )
