@@ -1,8 +1,11 @@
 """The README's example and its two commands must stay true."""
 
+import ast
+import importlib.metadata
 import re
 import runpy
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,31 @@ def test_readme_main_command_runs_a_file_that_exists():
     assert words[0] == "python"
     paths = [word for word in words[1:] if word.endswith(".py")]
     assert paths and all((ROOT / path).is_file() for path in paths)
+
+
+def test_readme_main_command_installs_what_its_script_imports():
+    # A fresh machine has only what the command's `pip install` brings: the runtime dependencies
+    # and the extras it names. The script's module-level imports must all be among them.
+    install, run = _blocks("bash")[0].strip().split("&&")
+    extras = {extra for group in re.findall(r"\[([\w,]+)\]", install) for extra in group.split(",")}
+    available = {"eqxstable", "numpy"}  # NumPy comes with JAX.
+    for requirement in importlib.metadata.requires("eqxstable") or []:
+        name = re.match(r"[\w\-.]+", requirement)
+        assert name is not None
+        extra = re.search(r"extra == [\"'](\w+)[\"']", requirement)
+        if extra is None or extra[1] in extras:
+            available.add(name[0].replace("-", "_"))
+    (script,) = [word for word in shlex.split(run) if word.endswith(".py")]
+    tree = ast.parse((ROOT / script).read_text())
+    imported = {
+        alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        node.module.split(".")[0] for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+    }
+    missing = sorted(imported - available - set(sys.stdlib_module_names))
+    assert missing == [], f"`{install.strip()}` does not install what {script} imports: {missing}"
 
 
 def test_readme_example_compiles_once(capsys):
