@@ -247,6 +247,53 @@ def test_type_collision_is_reported(tmp_path):
     assert report["functions"][0]["misses"] == 2
 
 
+def test_observing_adds_no_warning(tmp_path):
+    # Keying this argument would warn (`__hash__` without `__eq__`); the doctor must stay silent.
+    script = _write(
+        tmp_path,
+        """
+        import warnings
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        warnings.simplefilter("error")
+
+        class Config:
+            def __hash__(self):
+                return 0
+
+        f = eqx.filter_jit(lambda x, config: x + 1)
+        f(jnp.ones(2), Config())
+        f(jnp.ones(2), Config())
+        print("done")
+        """,
+    )
+    proc, report = _json_report(tmp_path, script)
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
+    assert report["functions"][0]["misses"] == 2
+
+
+def test_stable_wrappers_of_the_script_are_reported(tmp_path):
+    script = _write(
+        tmp_path,
+        """
+        import jax.numpy as jnp
+        import eqxstable as es
+
+        @es.filter_jit
+        def f(x):
+            return x + 1
+
+        for n in (2, 2, 3):
+            f(jnp.ones(n))
+        """,
+    )
+    proc, report = _json_report(tmp_path, script)
+    (row,) = report["functions"]
+    assert (row["jit"], row["calls"], row["misses"]) == ("eqxstable", 3, 2)
+    assert row["misses_by_kind"] == {"first": 1, "shape": 1}
+
+
 def test_console_script_is_installed(tmp_path):
     proc = subprocess.run(
         ["eqxstable", "doctor", str(_write(tmp_path, "print('ran')\n"))],

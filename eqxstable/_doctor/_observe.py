@@ -13,6 +13,7 @@ says which hooks it used, and a test fails when it was not the first choice.
 """
 
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -202,10 +203,14 @@ class Observer:
         finally:
             frames.pop()
         if not is_lower:
-            try:
-                self._account(jit_wrapper, frame, args, kwargs)
-            except Exception:  # pragma: no cover - the doctor must never break the script.
-                pass
+            # Observing must not change what the script does: no exception and no warning (a
+            # `StabilityWarning` from keying an argument) may reach it from here.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    self._account(jit_wrapper, frame, args, kwargs)
+                except Exception:  # pragma: no cover
+                    pass
         return out
 
     def _state(self, jit_wrapper: Any) -> _CacheState:
@@ -265,9 +270,12 @@ class Observer:
         types = tuple(map(type, statics))
         if frame.traced or frame.compiled:
             new_cache, state.fresh = state.fresh, False
-            miss = explain_miss(
-                record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
-            )
+            try:
+                miss = explain_miss(
+                    record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
+                )
+            except Exception as e:  # pragma: no cover - counted even when it cannot be explained.
+                miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
             record.misses.append(miss)
             if key is not None:
                 state.keys.setdefault(key, {})[types] = None

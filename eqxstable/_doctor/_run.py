@@ -11,6 +11,7 @@ from typing import Any
 
 import equinox as eqx
 
+from .._jit._accounting import live_wrappers
 from ._observe import Observer
 from ._render import equinox_row, render_text, stable_row, totals
 
@@ -126,7 +127,9 @@ def run(script: str, script_args: list[str], stabilize: bool = False) -> tuple[i
         if undo is not None:
             undo()
         observer.uninstall()
-    rows = [stable_row(w) for w in _unique(kept) if w.cache_info().hits + w.cache_info().misses]
+    # Stable wrappers: those `--stabilize` made, and any the script made itself with eqxstable.
+    stable = _unique([*kept, *sorted(live_wrappers, key=lambda w: w.name)])
+    rows = [stable_row(w) for w in stable if sum(w.cache_info()[:2])]
     rows += [equinox_row(r) for r in observer.records if r.calls]
     report = {
         "script": script,
