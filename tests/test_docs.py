@@ -89,3 +89,20 @@ def test_every_page_is_in_the_nav():
     pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
     assert sorted(pages - _nav_pages(nav)) == [], "add these docs/ pages to `nav` in mkdocs.yml"
     assert sorted(_nav_pages(nav) - pages) == [], "mkdocs.yml `nav` names pages that do not exist"
+
+
+def test_benchmark_figures_are_the_recorded_ones():
+    # docs/benchmarks.md copies its figures from benchmarks/README.md, which holds the full output
+    # of each script; a figure that is not there was typed, not measured.
+    page = (DOCS / "benchmarks.md").read_text()
+    recorded = (DOCS.parent / "benchmarks" / "README.md").read_text()
+    figures = re.findall(r"\b(\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?)(x| ms| us)\b", page)
+    assert len(figures) >= 5
+    missing = [
+        number + unit
+        for number, unit in figures
+        if (number + unit if unit == "x" else number) not in recorded
+    ]
+    assert missing == [], (
+        f"docs/benchmarks.md quotes figures not in benchmarks/README.md: {missing}"
+    )
