@@ -12,10 +12,11 @@ the `jax.monitoring` trace event (top-level traces only) as the witness of a tra
 says which hooks it used, and a test fails when it was not the first choice.
 """
 
+import contextlib
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -78,6 +79,15 @@ class _CacheState:
         self.record = record
         self.keys: dict[Any, dict[tuple, Collision | None]] = {}
         self.fresh = True
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    # Keying the arguments (to explain a miss) must not warn into the script: a
+    # `StabilityWarning` there is eqxstable's business, not the observed script's.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _location(fun: Any) -> str:
@@ -203,21 +213,19 @@ class Observer:
         finally:
             frames.pop()
         if not is_lower:
-            # Observing must not change what the script does: no exception and no warning (a
-            # `StabilityWarning` from keying an argument) may reach it from here.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    self._account(jit_wrapper, frame, args, kwargs)
-                except Exception:  # pragma: no cover
-                    pass
+            # Observing must not change what the script does: no exception may reach it.
+            try:
+                self._account(jit_wrapper, frame, args, kwargs)
+            except Exception:  # pragma: no cover
+                pass
         return out
 
     def _state(self, jit_wrapper: Any) -> _CacheState:
         cached = getattr(jit_wrapper, "_cached", jit_wrapper)
         state = self._caches.get(cached)
         if state is None:
-            state = _CacheState(self._record_for(jit_wrapper))
+            with _quiet():
+                state = _CacheState(self._record_for(jit_wrapper))
             state.record.caches += 1
             self._caches[cached] = state
         return state
@@ -271,9 +279,10 @@ class Observer:
         if frame.traced or frame.compiled:
             new_cache, state.fresh = state.fresh, False
             try:
-                miss = explain_miss(
-                    record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
-                )
+                with _quiet():
+                    miss = explain_miss(
+                        record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
+                    )
             except Exception as e:  # pragma: no cover - counted even when it cannot be explained.
                 miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
             record.misses.append(miss)
@@ -288,7 +297,8 @@ class Observer:
             if collision is not None:
                 record.collisions.append(collision)
             return
-        collision = find_collision(record.history, args, kwargs)
+        with _quiet():
+            collision = find_collision(record.history, args, kwargs)
         seen[types] = collision
         if collision is not None:
             record.collisions.append(collision)
