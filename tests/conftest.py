@@ -28,6 +28,18 @@ _MSG_NO_FAKE_DEVICES = (
     f"XLA_FLAGS={_FAKE_DEVICES_FLAG}; run them with `bash scripts/test.sh`, which does so."
 )
 
+_HAS_FAKE_DEVICES = _FAKE_DEVICES_FLAG in os.environ.get("XLA_FLAGS", "")
+
+# Multi-device test modules may build meshes when they are imported, which fails on one device; so
+# without the flag that directory is not even collected (`scripts/test.sh` runs it separately).
+collect_ignore = [] if _HAS_FAKE_DEVICES else ["multidevice"]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _HAS_FAKE_DEVICES:
+        return "eqxstable: 8 fake CPU devices, multidevice tests can run"
+    return "eqxstable: tests/multidevice/ not collected (one device); scripts/test.sh runs it"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -40,11 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Every test file under tests/multidevice/ is a multi-device test, marked or not, so that
     # `-m "not multidevice"` and `-m multidevice` split the suite cleanly.
-    has_fake_devices = _FAKE_DEVICES_FLAG in os.environ.get("XLA_FLAGS", "")
     for item in items:
         if _MULTIDEVICE_DIR in Path(item.path).parents:
             item.add_marker(pytest.mark.multidevice)
-        if item.get_closest_marker("multidevice") and not has_fake_devices:
+        if item.get_closest_marker("multidevice") and not _HAS_FAKE_DEVICES:
             item.add_marker(pytest.mark.skip(reason=_MSG_NO_FAKE_DEVICES))
 
 
