@@ -345,6 +345,34 @@ def test_wrappers_made_before_install_are_counted_and_agree_with_jax():
     assert record.calls == 5
 
 
+@pytest.mark.parametrize("fallback", [False, True])
+def test_fallback_hooks_count_the_same(fallback):
+    traces = 0
+
+    @eqx.filter_jit
+    def halve(x, flag):
+        nonlocal traces
+        traces += 1
+        return x / 2 if flag else x
+
+    observer = Observer()
+    hooks = observer.install(fallback=fallback)
+    try:
+        for n, flag in [(2, True), (2, True), (3, True), (3, False), (3, False)]:
+            halve(jnp.ones(n), flag)
+    finally:
+        observer.uninstall()
+    expected = ("equinox._jit._JitWrapper.__call__", "jax.monitoring")
+    assert hooks == (expected if fallback else PREFERRED_HOOKS)
+    (record,) = observer.records
+    assert (record.calls, len(record.misses), traces) == (5, 3, 3)
+    assert [(m.kind, m.path) for m in record.misses] == [
+        ("first", ""),
+        ("shape", "args[0]"),
+        ("static", "args[1]"),
+    ]
+
+
 def test_nested_and_rewrapped_functions():
     @eqx.filter_jit
     def inner(x):
