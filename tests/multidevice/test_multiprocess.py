@@ -7,105 +7,31 @@ the same training code in its own process.
 """
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ._launch import describe, run_processes
 from ._worker import train
 
 
 NUM_PROCESSES = 2
 STEPS = 4
-# Both workers together normally finish in a few seconds; this only bounds a hang (a worker that
-# waits forever for a peer that died).
-TIMEOUT_SECONDS = 120
-_ROOT = Path(__file__).resolve().parents[2]
-_STDERR_TAIL = 3000
 
 
-def _free_port() -> int:
-    # The port is free when we ask; the coordinator binds it a moment later. Another process
-    # could take it in between, which would fail the test loudly rather than hang it.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The test process itself runs with 8 fake devices; each worker gets 2 of its own.
-    flags = [
-        flag
-        for flag in env.get("XLA_FLAGS", "").split()
-        if not flag.startswith("--xla_force_host_platform_device_count")
-    ]
-    env["XLA_FLAGS"] = " ".join([*flags, "--xla_force_host_platform_device_count=2"])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def _describe(outputs: list[tuple[int | None, str, str]]) -> str:
-    return "\n".join(
-        f"--- worker {i} (exit status {rc}) stdout:\n{out[-_STDERR_TAIL:]}\n"
-        f"--- worker {i} stderr:\n{err[-_STDERR_TAIL:]}"
-        for i, (rc, out, err) in enumerate(outputs)
-    )
+def _worker_command(process_id: int, port: int) -> list[str]:
+    args = [str(process_id), str(NUM_PROCESSES), str(port), str(STEPS)]
+    return [sys.executable, "-m", "tests.multidevice._worker", *args]
 
 
 def _run_workers(tmp_path: Path) -> list[dict]:
-    port = _free_port()
-    env = _worker_env()
-    procs: list[subprocess.Popen] = []
-    files = []
-    try:
-        for i in range(NUM_PROCESSES):
-            # Files, not pipes: a worker blocked on a full pipe while its peer waits for it in
-            # a collective would hang both.
-            out = open(tmp_path / f"worker{i}.out", "w+")
-            err = open(tmp_path / f"worker{i}.err", "w+")
-            files += [out, err]
-            command = [sys.executable, "-m", "tests.multidevice._worker"]
-            command += [str(i), str(NUM_PROCESSES), str(port), str(STEPS)]
-            procs.append(subprocess.Popen(command, cwd=_ROOT, env=env, stdout=out, stderr=err))
-        deadline = time.monotonic() + TIMEOUT_SECONDS
-        timed_out = False
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                break
-    finally:
-        # Always: a worker left behind would hold the port and two CPU devices' worth of threads.
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-        for proc in procs:
-            proc.wait()
-        for f in files:
-            f.flush()
-    outputs = []
-    for i, proc in enumerate(procs):
-        out = (tmp_path / f"worker{i}.out").read_text()
-        err = (tmp_path / f"worker{i}.err").read_text()
-        outputs.append((proc.returncode, out, err))
-    for f in files:
-        f.close()
-    if timed_out:
-        pytest.fail(f"the workers did not finish in {TIMEOUT_SECONDS} s:\n{_describe(outputs)}")
-    if any(rc != 0 for rc, _, _ in outputs):
-        pytest.fail(f"a worker failed:\n{_describe(outputs)}")
+    finished = run_processes(_worker_command, NUM_PROCESSES, tmp_path)
     results = []
-    for rc, out, err in outputs:
-        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-        assert len(lines) == 1, _describe(outputs)
+    for f in finished:
+        lines = [line for line in f.stdout.splitlines() if line.startswith("RESULT ")]
+        assert len(lines) == 1, describe(finished)
         results.append(json.loads(lines[0].removeprefix("RESULT ")))
     return results
 

@@ -195,7 +195,8 @@ def test_new_sharding_is_a_sharding_miss_naming_both(axis_type, first, second, t
     assert jitted.cache_info()[:2] == (1, 2)
 
 
-_MESH = _mesh()
+# Module level, so that every hypothesis example calls the same wrapper. No mesh is built at import
+# time: collecting this file on one device must not fail.
 _SHARDED_APPLY = es.filter_jit(lambda model, x: model(x))
 
 
@@ -206,14 +207,15 @@ _SHARDED_APPLY = es.filter_jit(lambda model, x: model(x))
     bias=hnp.arrays(np.float32, (OUT,), elements=st.floats(-10, 10, width=32)),
 )
 def test_sharded_equals_unsharded(x, weight, bias):
+    mesh = _mesh()
     sharded_x, sharded_weight, sharded_bias = (
-        jax.device_put(x, NamedSharding(_MESH, P("data", None))),
-        jax.device_put(weight, NamedSharding(_MESH, P(None, "model"))),
-        jax.device_put(bias, NamedSharding(_MESH, P("model"))),
+        jax.device_put(x, NamedSharding(mesh, P("data", None))),
+        jax.device_put(weight, NamedSharding(mesh, P(None, "model"))),
+        jax.device_put(bias, NamedSharding(mesh, P("model"))),
     )
     sharded = _SHARDED_APPLY(_build(sharded_weight, sharded_bias), sharded_x)
     unsharded = _SHARDED_APPLY(_build(jnp.asarray(weight), jnp.asarray(bias)), jnp.asarray(x))
-    assert sharded.sharding == NamedSharding(_MESH, P("data", "model"))
+    assert sharded.sharding == NamedSharding(mesh, P("data", "model"))
     # The contraction is not split, so each device sums the same terms in the same order.
     np.testing.assert_allclose(np.asarray(sharded), np.asarray(unsharded), rtol=1e-6, atol=1e-5)
     expected = _reference(x, weight, bias)
