@@ -115,6 +115,27 @@ def test_stabilize_compiles_once(tmp_path):
     assert report["mode"] == "stabilize" and "loss" in report["report"]
 
 
+@pytest.mark.parametrize("stabilize", [False, True])
+def test_the_readme_demo(tmp_path, stabilize):
+    # `examples/sweep.py`, the README's first command, shortened: one compile per epoch under
+    # Equinox, all but the first avoidable; one compile in all with `--stabilize`.
+    options = ["--stabilize"] if stabilize else []
+    proc, report = _json_report(
+        tmp_path, *options, "examples/sweep.py", "--epochs", "3", "--steps", "2"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "best final loss" in proc.stdout
+    (row,) = report["functions"]
+    assert row["name"] == "train_step" and row["calls"] == 6
+    if stabilize:
+        assert (row["jit"], row["misses"]) == ("eqxstable", 1)
+    else:
+        assert (row["jit"], row["misses"], row["avoidable"]) == ("equinox", 3, 2)
+        (group,) = [g for g in row["miss_groups"] if g["avoidable"]]
+        assert group["path"] == "args[0].activation"
+        assert group["also"] == ["args[2].init", "args[2].update"]
+
+
 def test_observe_only_leaves_the_script_unchanged(tmp_path):
     script = _write(tmp_path, SWEEP)
     plain = subprocess.run(
