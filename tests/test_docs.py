@@ -16,7 +16,7 @@ DOCS = Path(__file__).parent.parent / "docs"
 EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md"]
 # Pages whose ```python blocks run in order, in one `__main__` namespace, and where a ```text block
 # right after a python block is exactly what that block prints (memory addresses as `0x...`).
-OUTPUT_PAGES = ["why_recompile.md"]
+OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
 
 
 def _public_names() -> set[str]:
