@@ -407,7 +407,7 @@ def test_nested_and_rewrapped_functions():
             eqx.filter_jit(lambda x: x - 1)(jnp.ones(2))
     finally:
         observer.uninstall()
-    by_name = {r.name: r for r in observer.records}
+    by_name = {r.name.rsplit(".", 1)[-1]: r for r in observer.records}
     assert (by_name["outer"].calls, len(by_name["outer"].misses)) == (2, 1)
     assert (by_name["inner"].calls, len(by_name["inner"].misses)) == (1, 1)
     rewrapped = by_name["<lambda>"]

@@ -105,7 +105,7 @@ def _location(fun: Any) -> str:
 def _fun_name(fun: Any) -> str:
     from .._jit._program import fun_names
 
-    return fun_names(fun)[0]
+    return fun_names(fun)[1]
 
 
 class Observer:
