@@ -106,3 +106,28 @@ def test_benchmark_figures_are_the_recorded_ones():
     assert missing == [], (
         f"docs/benchmarks.md quotes figures not in benchmarks/README.md: {missing}"
     )
+
+
+def _tool_names() -> dict[str, set[str]]:
+    # The tools' public names are not attributes of `eqxstable`: the doctor's options, and the
+    # pytest plugin's marker and fixtures. Read from the sources, so a new one needs a doc entry.
+    package = DOCS.parent / "eqxstable"
+    cli = (package / "_cli.py").read_text()
+    plugin = (package / "_pytest_plugin.py").read_text()
+    return {
+        "doctor.md": {"eqxstable doctor", *re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", cli)},
+        "pytest_plugin.md": {
+            "max_traces",
+            *re.findall(r"^@pytest\.fixture.*\ndef (\w+)", plugin, flags=re.MULTILINE),
+        },
+    }
+
+
+def test_every_tool_option_and_fixture_is_documented():
+    names = _tool_names()
+    assert "--stabilize" in names["doctor.md"] and "traces" in names["pytest_plugin.md"]
+    missing = {
+        page: sorted(name for name in page_names if f"`{name}" not in (DOCS / page).read_text())
+        for page, page_names in names.items()
+    }
+    assert missing == {page: [] for page in names}, f"document these in docs/: {missing}"
