@@ -334,3 +334,35 @@ def test_callable_module_keeps_its_arrays_traced(getkey):
     np.testing.assert_allclose(jitted(jnp.ones(3)), linear(jnp.ones(3)), rtol=1e-6)
     other = eqx.nn.Linear(3, 2, key=getkey())
     np.testing.assert_allclose(es.filter_jit(other)(jnp.ones(3)), other(jnp.ones(3)), rtol=1e-6)
+
+
+_INNER = es.filter_jit(lambda x: x + 1)
+
+
+def _calls_inner(x):
+    return _INNER(x)
+
+
+def test_a_static_that_calls_a_stable_wrapper_does_not_look_mutated():
+    # The wrapper's counters change on every call; they must not make a static function that
+    # reads it (as a global) look changed in place.
+    counter = count_traces(lambda x, f: f(x))
+    outer = es.filter_jit(counter)
+    outer(jnp.ones(2), _calls_inner)
+    _INNER(jnp.ones(3))
+    outer(jnp.ones(2), _calls_inner)
+    assert counter.count == 1
+    assert [m.kind for m in outer.misses] == ["first"]
+
+
+def test_stable_wrappers_are_keyed_by_function_and_options():
+    def make(max_traces=None):
+        return es.filter_jit(lambda v: v * 2, max_traces=max_traces)
+
+    assert es.stable_key(make()) == es.stable_key(make())
+    assert es.stable_key(make()) != es.stable_key(make(max_traces=3))
+    counter = count_traces(lambda x, f: f(x))
+    outer = es.filter_jit(counter)
+    for _ in range(3):
+        outer(jnp.ones(2), make())
+    assert counter.count == 1

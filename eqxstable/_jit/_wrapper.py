@@ -1,10 +1,11 @@
 """The stable `filter_jit`: a drop-in for `equinox.filter_jit` whose static arguments are compared
 by `stable_key`, type-exactly, and that accounts for and explains every recompilation."""
 
+import dataclasses
 import functools as ft
 import warnings
 from collections.abc import Callable
-from typing import Any, Generic, Literal, overload, TypeVar
+from typing import Any, Generic, Literal, overload, TYPE_CHECKING, TypeVar
 
 import equinox as eqx
 import jax.tree_util as jtu
@@ -12,7 +13,7 @@ from typing_extensions import ParamSpec
 
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
 from ._guards import OnRecompile
-from ._program import get_program, Program
+from ._program import get_program
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -59,33 +60,62 @@ _MSG_LOWERED_MISMATCH = (
 )
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False, init=False)
 class _JitWrapper(Generic[_P, _T]):
-    """The callable returned by [`eqxstable.filter_jit`][]."""
+    """The callable returned by [`eqxstable.filter_jit`][].
 
-    # Set by `functools.update_wrapper`; declared so that type checkers know them.
-    __name__: str
-    __qualname__: str
-    __wrapped__: Callable[_P, _T]
+    It is a frozen dataclass of the function and the options only, so that `stable_key` keys it
+    by value (two wrappers of equivalent functions with the same options are equivalent) and a
+    wrapper used as a static value never looks mutated. What changes on every call (the compiled
+    programs and the counters) lives in slots, which are not part of its key.
+    """
+
+    __slots__ = ("_program", "_stats", "_fun_dynamic", "_filter_warning", "__dict__", "__weakref__")
+
+    fun: Callable[_P, _T]
+    donate: Donate
+    max_traces: int | None
+    on_recompile: OnRecompile
+    jitkwargs: tuple[tuple[str, Any], ...]
+
+    if TYPE_CHECKING:
+        # Copied from `fun` as `functools.update_wrapper` does.
+        __name__: str
+        __qualname__: str
+        __wrapped__: Callable[_P, _T]
 
     def __init__(
         self,
-        fun: Callable,
-        program: Program,
-        filter_warning: bool,
+        fun: Callable[_P, _T],
+        donate: Donate,
         max_traces: int | None,
         on_recompile: OnRecompile,
+        jitkwargs: dict[str, Any],
     ):
-        ft.update_wrapper(self, fun)
+        init = ft.partial(object.__setattr__, self)
+        init("fun", fun)
+        init("donate", donate)
+        init("max_traces", max_traces)
+        init("on_recompile", on_recompile)
+        init("jitkwargs", tuple(sorted(jitkwargs.items())))
+        which, filter_warning = _DONATE[donate]
+        program = get_program(fun, which, jitkwargs)
+        # As `functools.update_wrapper`, which a frozen dataclass does not allow.
+        for name in ft.WRAPPER_ASSIGNMENTS:
+            try:
+                init(name, getattr(fun, name))
+            except AttributeError:
+                pass
+        self.__dict__.update(getattr(fun, "__dict__", {}))
+        init("__wrapped__", fun)
         # A callable object (a module) has no names of its own: use those of its class.
         if "__name__" not in self.__dict__:
-            self.__name__, self.__qualname__ = program.name, program.qualname
-        self._fun = fun
-        self._program = program
-        self._fun_dynamic = program.fun_dynamic(fun)
-        self._filter_warning = filter_warning
-        self.max_traces = max_traces
-        self.on_recompile = on_recompile
-        self._stats = Stats()
+            init("__name__", program.name)
+            init("__qualname__", program.qualname)
+        init("_program", program)
+        init("_fun_dynamic", program.fun_dynamic(fun))
+        init("_filter_warning", filter_warning)
+        init("_stats", Stats())
         live_wrappers.add(self)
 
     @property
@@ -310,6 +340,4 @@ def filter_jit(
             on_recompile=on_recompile,
             **jitkwargs,
         )
-    which, filter_warning = _DONATE[donate]
-    program = get_program(fun, which, jitkwargs)
-    return _JitWrapper(fun, program, filter_warning, max_traces, on_recompile)
+    return _JitWrapper(fun, donate, max_traces, on_recompile, jitkwargs)
