@@ -22,6 +22,7 @@ from ._mutation_check import MutationCheck
 
 _is = operator.is_
 _compress = itertools.compress
+_chain = itertools.chain.from_iterable
 # JAX never mutates its arguments, so calls without donated (or kept) leaves can share this.
 _NOTHING: list = []
 # Keep the most recent entries at hand for the identity fast path; older ones are found by key.
@@ -86,6 +87,7 @@ class Entry:
         "keep_sel",
         "statics",
         "data",
+        "data_items",
         "check_data",
         "snapshots",
         "template",
@@ -134,6 +136,13 @@ class Entry:
         self.types = types
         self.statics = statics
         self.data = tuple(data)
+        # Node data that is all tuples and lists (Equinox modules, dicts) is compared in one
+        # C-level pass over its items.
+        self.data_items = (
+            tuple(itertools.chain.from_iterable(data))
+            if all(type(d) in (tuple, list) for d in data)
+            else None
+        )
         self.check_data = _needs_data_check(data)
         # A static value that can change in place (a closure cell, a captured list, a plain
         # object's attribute) is snapshotted now, when the program that bakes it in is made.
@@ -147,6 +156,18 @@ class Entry:
             if snap is not None:
                 snapshots.append((None, MutationCheck(snap)))
         self.snapshots = tuple(snapshots)
+
+    def same_node_data(self, data: list) -> bool:
+        """Whether `data` (from a treedef that compares equal to this entry's) holds the very
+        same objects as this entry's node data, one level down."""
+        items = self.data_items
+        if items is None:
+            return _same_node_data(data, self.data)
+        try:
+            new = tuple(_chain(data))
+        except TypeError:
+            return False
+        return len(new) == len(items) and all(map(_is, new, items))
 
     def split(self, leaves: list) -> tuple[list, list]:
         """The (donated, kept) dynamic leaves of a call that matched this entry."""
@@ -211,9 +232,7 @@ class Cache:
                 entry.types == types
                 and entry.treedef == treedef
                 and all(map(_is, _compress(leaves, entry.static_sel), entry.statics))
-                and (
-                    not entry.check_data or _same_node_data(node_data(treedef, leaves), entry.data)
-                )
+                and (not entry.check_data or entry.same_node_data(node_data(treedef, leaves)))
             ):
                 if entry.snapshots:
                     mutation = entry.mutation()
