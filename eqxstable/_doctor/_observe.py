@@ -27,6 +27,7 @@ from .._keys import key_uses_identity, stable_key
 from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
 
 
+_NUMBERS = frozenset({bool, int, float, complex})
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -271,12 +272,16 @@ class Observer:
         record.trace_seconds += frame.trace_seconds
         leaves, treedef = jtu.tree_flatten((args, kwargs))
         statics = tuple(x for x in leaves if not eqx.is_array(x))
-        try:
-            key: Any = (treedef, statics)
-            hash(key)
-        except Exception:
-            key = None
         types = tuple(map(type, statics))
+        # Only Python numbers are `==` across types (`1 == 1.0 == True`), so only calls with
+        # some among their static leaves can collide; the others skip the hash.
+        key: Any = None
+        if not _NUMBERS.isdisjoint(types):
+            try:
+                key = (treedef, statics)
+                hash(key)
+            except Exception:
+                key = None
         if frame.traced or frame.compiled:
             new_cache, state.fresh = state.fresh, False
             try:
