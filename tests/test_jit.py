@@ -159,6 +159,17 @@ def test_lower_and_compile():
         compiled(jnp.ones(3), 3)
 
 
+def test_a_call_after_lower_is_one_miss_without_a_second_trace():
+    counter = count_traces(lambda x: x * 2)
+    jitted = es.filter_jit(counter)
+    jitted.lower(jnp.ones(3))
+    jitted(jnp.ones(3))
+    jitted(jnp.ones(3))
+    assert counter.count == 1  # JAX reuses the trace of `.lower()`, and compiles at the call
+    assert jitted.cache_info()[:2] == (1, 1)
+    assert [m.kind for m in jitted.misses] == ["first"]
+
+
 def test_error_if_surfaces():
     jitted = es.filter_jit(lambda x: eqx.error_if(x, x > 0, "x must not be positive"))
     with pytest.raises(Exception, match="x must not be positive"):

@@ -42,7 +42,8 @@ class CacheInfo(NamedTuple):
     `functools.lru_cache`'s `cache_info()`.
 
     - `hits`: calls served by an already compiled program.
-    - `misses`: calls that traced and compiled (`hits + misses` is the number of calls).
+    - `misses`: calls that traced and compiled (`hits + misses` is the number of calls; a call
+        refused by a guard, or whose function raised while tracing, is not counted).
     - `maxsize`: always `None` (unbounded, as JAX's own cache).
     - `currsize`: the number of compiled programs this wrapper's cache holds.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
