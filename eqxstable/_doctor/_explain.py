@@ -21,6 +21,9 @@ import jax.tree_util as jtu
 from .._jit._signature import diff, render_path, short_repr, Signature, signature
 
 
+_HISTORY = 64
+
+
 class ObservedMiss(NamedTuple):
     """One miss of an `equinox.filter_jit`, explained.
 
@@ -128,6 +131,9 @@ def explain_miss(
     finally:
         history.signatures.append(sig)
         history.statics.append(statics)
+        # Each miss is compared with every earlier one, so a script that compiles thousands of
+        # times would slow down quadratically; the most recent calls explain a miss best.
+        del history.signatures[:-_HISTORY], history.statics[:-_HISTORY]
 
 
 def _explain(
@@ -153,13 +159,11 @@ def _explain(
             "outside the loop."
         )
         return ObservedMiss("identity", "(the jitted function)", reason, True, compile_seconds)
-    # The earlier calls that eqxstable would have matched exactly: Equinox missed them anyway.
-    matches = [
-        i
-        for i in reversed(range(len(history.signatures)))
-        if diff([history.signatures[i]], sig, name).kind == "first"
-    ]
-    for i in matches:
+    # The latest earlier call that eqxstable would have matched exactly (usually the last one):
+    # what differs there for Equinox is why it missed.
+    for i in reversed(range(len(history.signatures))):
+        if diff([history.signatures[i]], sig, name).kind != "first":
+            continue
         found = _equinox_differences(history.statics[i], statics)
         if not found:
             break
