@@ -57,15 +57,18 @@ class TraceWatch:
         import jax.monitoring
 
         if self._listening:
-            jax.monitoring.unregister_event_duration_listener(self._listener)
             self._listening = False
+            # Older JAX versions cannot unregister a listener; it then stays, inert.
+            unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+            if unregister is not None:
+                unregister(self._listener)
 
     def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
         del duration_secs, kwargs
         from ._jit._accounting import current
 
         call = current.call
-        if call is not None and event.startswith("/jax/core/compile/"):
+        if self._listening and call is not None and event.startswith("/jax/core/compile/"):
             self._traced.setdefault(id(call.wrapper), call.wrapper)
 
     def wrappers(self) -> list[Any]:

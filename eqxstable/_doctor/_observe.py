@@ -120,6 +120,7 @@ class Observer:
         self._stack = _Stack()
         self._undo: list[Callable[[], None]] = []
         self._combine: Callable | None = None
+        self._listening = False
 
     # -- installation -------------------------------------------------------------------------
 
@@ -143,10 +144,18 @@ class Observer:
             self._combine = combine
             self._patch(jit_module, "hashable_combine", self._make_combine(combine))
             witness = "equinox._jit.hashable_combine"
+        self._listening = True
         jax.monitoring.register_event_duration_secs_listener(self._listener)
-        self._undo.append(lambda: jax.monitoring.unregister_event_duration_listener(self._listener))
+        self._undo.append(self._unlisten)
         self.hooks = (call_hook, witness)
         return self.hooks
+
+    def _unlisten(self) -> None:
+        self._listening = False
+        # Older JAX versions cannot unregister a listener; it then stays, inert.
+        unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+        if unregister is not None:
+            unregister(self._listener)
 
     def uninstall(self) -> None:
         while self._undo:
@@ -190,7 +199,7 @@ class Observer:
     def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
         del kwargs
         frames = self._stack.frames
-        if not frames or frames[-1].lowering:
+        if not (self._listening and frames) or frames[-1].lowering:
             return
         frame = frames[-1]
         if event == _COMPILE_EVENT:
