@@ -23,6 +23,7 @@ import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
+from .._jit._program import fun_names
 from .._keys import key_uses_identity, stable_key
 from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
 
@@ -104,8 +105,6 @@ def _location(fun: Any) -> str:
 
 
 def _fun_name(fun: Any) -> str:
-    from .._jit._program import fun_names
-
     return fun_names(fun)[1]
 
 
