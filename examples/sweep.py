@@ -1,8 +1,9 @@
 """A small seed sweep: the model and its optimiser are rebuilt for every epoch.
 
 Each epoch starts a fresh trial, as a hyperparameter sweep does: a new `eqx.nn.MLP` (with its
-activation written inline as a lambda) and a new `optax.adam`, trained for a few steps with a
-plain `eqx.filter_jit` train step. Nothing the train step computes changes between trials, but
+activation written inline as a lambda) and a new `optax.adam` (a minimal Adam with the same
+interface when optax is not installed), trained for a few steps with a plain `eqx.filter_jit`
+train step. Nothing the train step computes changes between trials, but
 every rebuild carries new function objects, which `equinox.filter_jit` compares by identity: it
 compiles the train step again every epoch.
 
@@ -17,12 +18,19 @@ Run it as it is, then under the doctor, which explains every compile, then with 
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import optax
+
+
+try:
+    import optax
+except ImportError:  # optax is not a dependency of eqxstable; see `adam` below.
+    optax = None
 
 
 def make_model(key: jax.Array) -> eqx.nn.MLP:
@@ -35,6 +43,36 @@ def make_model(key: jax.Array) -> eqx.nn.MLP:
         activation=lambda x: jax.nn.leaky_relu(x, negative_slope=0.1),
         key=key,
     )
+
+
+class GradientTransformation(NamedTuple):
+    init: Callable
+    update: Callable
+
+
+def adam(learning_rate: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Any:
+    """`optax.adam(learning_rate)` when optax is installed, else a minimal Adam with the same
+    interface (a NamedTuple of two closures, so it is rebuilt just as optax's is)."""
+    if optax is not None:
+        return optax.adam(learning_rate)
+
+    def init(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return jnp.zeros([], jnp.int32), zeros, zeros
+
+    def update(grads, state, params=None):
+        del params
+        count, mu, nu = state
+        count = count + 1
+        mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, mu, grads)
+        nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g**2, nu, grads)
+        mu_hat, nu_hat = 1 - b1**count, 1 - b2**count
+        updates = jax.tree.map(
+            lambda m, v: -learning_rate * (m / mu_hat) / (jnp.sqrt(v / nu_hat) + eps), mu, nu
+        )
+        return updates, (count, mu, nu)
+
+    return GradientTransformation(init, update)
 
 
 def loss_fn(model: eqx.nn.MLP, x: jax.Array, y: jax.Array) -> jax.Array:
@@ -100,7 +138,7 @@ def main() -> None:
     for epoch in range(args.epochs):
         # A new trial: a fresh model and optimiser, as a sweep builds them.
         model = make_model(jr.key(epoch + 1))
-        optim = optax.adam(args.lr)
+        optim = adam(args.lr)
         opt_state = optim.init(eqx.filter(model, eqx.is_array))
         loss = jnp.inf
         for _ in range(args.steps):

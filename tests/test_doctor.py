@@ -106,10 +106,14 @@ def test_stabilize_compiles_once(tmp_path):
     assert report["mode"] == "stabilize" and "loss" in report["report"]
 
 
-@pytest.mark.parametrize("stabilize", [False, True])
-def test_the_readme_demo(tmp_path, stabilize):
+@pytest.mark.parametrize("stabilize, with_optax", [(False, True), (True, True), (True, False)])
+def test_the_readme_demo(tmp_path, monkeypatch, stabilize, with_optax):
     # `examples/sweep.py`, the README's first command, shortened: one compile per epoch under
-    # Equinox, all but the first avoidable; one compile in all with `--stabilize`.
+    # Equinox, all but the first avoidable; one compile in all with `--stabilize`. optax is not a
+    # dependency, so the demo must also work where `pip install -e .` did not bring it.
+    if not with_optax:
+        (tmp_path / "optax.py").write_text("raise ImportError('no optax here')\n")
+        monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     options = ["--stabilize"] if stabilize else []
     proc, report = _json_report(
         tmp_path, *options, "examples/sweep.py", "--epochs", "3", "--steps", "2"
