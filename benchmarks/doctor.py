@@ -15,7 +15,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import optax
 from _timing import header, table
 
 from eqxstable._doctor import Observer
@@ -52,7 +51,7 @@ def end_to_end(repeats: int) -> list[list[str]]:
 
 def hit_path(calls: int, repeats: int) -> list[list[str]]:
     model = sweep.make_model(jr.key(0))
-    optim = optax.adam(1e-3)
+    optim = sweep.adam(1e-3)
     opt_state = optim.init(eqx.filter(model, eqx.is_array))
     x, y = sweep.make_data(jr.key(1))
     tiny = eqx.filter_jit(lambda a: a + 1)
