@@ -44,9 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     **Returns:** the exit status: the script's own, or 2 when it cannot run.
     """
     options = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from ._doctor import check_script, run, write_report
+    from ._doctor import check_output, check_script, run, write_report
 
-    problem = check_script(options.script)
+    problem = check_script(options.script) or check_output(options.output)
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2

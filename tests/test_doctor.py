@@ -241,6 +241,17 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, name, source, expected):
     assert proc.stderr.startswith("eqxstable doctor: " + expected.format(path=path))
 
 
+def test_unwritable_output_is_one_line_and_status_2(tmp_path):
+    script = _write(tmp_path, "print('ran')\n")
+    out = tmp_path / "missing" / "report.json"
+    proc = _doctor("--output", out, script)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert (
+        proc.stderr
+        == f"eqxstable doctor: cannot write the report to {str(out)!r}: no such directory.\n"
+    )
+
+
 def test_type_collision_is_reported(tmp_path):
     script = _write(
         tmp_path,

@@ -11,6 +11,7 @@ from typing import Any
 
 import equinox as eqx
 
+from .._jit import filter_jit as stable_filter_jit, report as stable_report
 from .._jit._accounting import live_wrappers
 from ._observe import Observer
 from ._render import equinox_row, render_text, stable_row, totals
@@ -20,12 +21,20 @@ MSG_NO_SCRIPT = "eqxstable doctor: cannot run {script!r}: no such file or direct
 MSG_NO_MAIN = "eqxstable doctor: cannot run {script!r}: a directory needs a __main__.py."
 MSG_SYNTAX = "eqxstable doctor: cannot run {script!r}: {error}, line {line}: {msg}."
 MSG_UNREADABLE = "eqxstable doctor: cannot run {script!r}: {error}."
+MSG_NO_OUTPUT_DIR = "eqxstable doctor: cannot write the report to {path!r}: no such directory."
 MSG_WRITTEN = "eqxstable doctor: report written to {path}"
 _HERE = {
     os.path.abspath(__file__),
     os.path.abspath(runpy.__file__),
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observe.py"),
 }
+
+
+def check_output(path: str | None) -> str | None:
+    """One clear line saying why the report cannot be written to `path`, or `None`."""
+    if path is None or os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return None
+    return MSG_NO_OUTPUT_DIR.format(path=path)
 
 
 def check_script(script: str) -> str | None:
@@ -80,8 +89,6 @@ def _exit_status(code: Any) -> int:
 
 def _stabilize(kept: list) -> Any:
     """Replaces `equinox.filter_jit` with eqxstable's; returns the function that undoes it."""
-    from .._jit import filter_jit as stable_filter_jit
-
     original = eqx.filter_jit
 
     @ft.wraps(original)
@@ -98,9 +105,18 @@ def _stabilize(kept: list) -> Any:
 
 
 def run(script: str, script_args: list[str], stabilize: bool = False) -> tuple[int, dict]:
-    """Runs `script` as `__main__` with `sys.argv == [script, *script_args]`.
+    """Runs `script` as `python script *script_args` would, with every `filter_jit` counted.
 
-    **Returns:** `(exit status, report)`, the report as a JSON-able dict.
+    **Arguments:**
+
+    - `script`: the path of the script (or of a directory with a `__main__.py`).
+    - `script_args`: its arguments; `sys.argv` is `[script, *script_args]` while it runs.
+    - `stabilize`: whether `equinox.filter_jit` is replaced by `eqxstable.filter_jit` first.
+
+    **Returns:**
+
+    `(exit status, report)`: the status Python would exit with, and the report as a JSON-able
+    dict (see `write_report`).
     """
     observer = Observer()
     hooks = observer.install()
@@ -142,15 +158,12 @@ def run(script: str, script_args: list[str], stabilize: bool = False) -> tuple[i
         "totals": totals(rows),
     }
     if stabilize:
-        from .._jit import report as stable_report
-
         report["report"] = stable_report()
     return status, report
 
 
 def _unique(wrappers: list) -> list:
-    seen: set[int] = set()
-    return [w for w in wrappers if not (id(w) in seen or seen.add(id(w)))]
+    return list({id(w): w for w in wrappers}.values())
 
 
 def write_report(report: dict, output: str | None, as_json: bool) -> None:
