@@ -42,7 +42,7 @@ class TraceWatch:
     def __init__(self):
         from ._jit._accounting import live_wrappers
 
-        self._baseline = {id(w): (w, len(w._stats.misses)) for w in live_wrappers}
+        self._baseline = {id(w): (w, len(w.misses)) for w in live_wrappers}
         self._traced: dict[int, Any] = {}
         self._listening = False
 
@@ -81,7 +81,7 @@ class TraceWatch:
 
     def count(self, wrapper: Any) -> int:
         """How often `wrapper` (an `es.filter_jit` function) traced since the watch started."""
-        now = len(wrapper._stats.misses)
+        now = len(wrapper.misses)
         before = self._baseline.get(id(wrapper), (None, 0))[1]
         # `cache_clear()` during the test resets the counters; count from there.
         return now - before if now >= before else now
