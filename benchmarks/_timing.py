@@ -1,8 +1,7 @@
-"""Shared timing helpers for the benchmark scripts: interleaved repeats, medians, a header."""
+"""Shared timing helpers for the benchmark scripts: interleaved repeats, minima, a header."""
 
 import contextlib
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -49,8 +48,8 @@ def per_call(
     repeats: int,
     block_each: bool = False,
 ) -> dict[str, float]:
-    """Median seconds per call of each `fn`, measured in interleaved repeats of `calls` calls
-    whose last result (or, with `block_each`, every result) is blocked on."""
+    """Seconds per call of each `fn` (the best of the repeats), measured in interleaved repeats
+    of `calls` calls whose last result (or, with `block_each`, every result) is blocked on."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for fn in fns.values():  # compile and warm up
         for _ in range(3):
@@ -67,7 +66,8 @@ def per_call(
                     out = fn()
                 jax.block_until_ready(out)
             samples[name].append((time.perf_counter() - start) / calls)
-    return {name: statistics.median(s) for name, s in samples.items()}
+    # The minimum over repeats: on a shared machine other processes only ever add time.
+    return {name: min(s) for name, s in samples.items()}
 
 
 def table(rows: list[list[str]], header_row: list[str]) -> str:
