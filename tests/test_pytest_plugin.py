@@ -21,7 +21,7 @@ import eqxstable as es
 
 def _run(pytester: pytest.Pytester, body: str) -> pytest.RunResult:
     pytester.makepyfile(_HEADER + body)
-    return pytester.runpytest("-p", "no:cacheprovider", "-W", "error")
+    return pytester.runpytest("-p", "no:cacheprovider", "-W", "error", "-rN")
 
 
 def test_registered_by_entry_point():
