@@ -106,7 +106,10 @@ class _JitWrapper(Generic[_P, _T]):
                 init(name, getattr(fun, name))
             except AttributeError:
                 pass
-        self.__dict__.update(getattr(fun, "__dict__", {}))
+        own = {f.name for f in dataclasses.fields(self)}
+        for name, value in getattr(fun, "__dict__", {}).items():
+            if name not in own:
+                self.__dict__[name] = value
         init("__wrapped__", fun)
         # A callable object (a module) has no names of its own: use those of its class.
         if "__name__" not in self.__dict__:
