@@ -214,6 +214,10 @@ def test_int_then_float_static_returns_float():
     assert jnp.issubdtype(out.dtype, jnp.floating)
     np.testing.assert_allclose(out, [0.0, 1.0, 2.0])
     assert jitted.cache_info().misses == 2
+    # The bug this fixes: Equinox lets `1` and `1.0` share a program and returns int32.
+    baseline = eqx.filter_jit(g)
+    baseline(x, 1)
+    assert baseline(x, 1.0).dtype == jnp.int32
 
 
 class _Scaled(eqx.Module):
