@@ -263,11 +263,12 @@ def _node_differences(path: str, old: Node, new: Node) -> list[_Difference]:
         ]
         if found:
             return found
+    what = "keys" if new.type is dict else "pytree node data"
     return [
         _Difference(
             "structure",
             path,
-            f"`{path}` ({new.type.__name__}) changed its pytree node data: {old.data_text} -> "
+            f"`{path}` ({new.type.__name__}) changed its {what}: {old.data_text} -> "
             f"{new.data_text}; pass arguments of the same structure every call.",
         )
     ]
