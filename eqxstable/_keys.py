@@ -36,6 +36,29 @@ _IGNORED_ATTRS = frozenset({"__doc__", "__annotations__"})
 _TRUSTED_MODULES = ("builtins", "numpy", "jax", "jaxlib", "equinox", "inspect", "optax")
 
 
+# Libraries whose callables and sentinels are not changed in place once in use (a
+# `jax.custom_jvp` is defined once, then called). NumPy is not among them: its random generators
+# change state on every draw.
+_JAX_LIBRARIES = ("jax", "jaxlib", "equinox", "optax")
+
+
+def _in_modules(cls: type, names: tuple[str, ...]) -> bool:
+    module = getattr(cls, "__module__", None) or ""
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+@ft.cache
+def _from_library(cls: type) -> bool:
+    return _in_modules(cls, _JAX_LIBRARIES)
+
+
+@ft.cache
+def _trusted_equality(cls: type) -> bool:
+    """Whether `cls`'s own `__eq__`/`__hash__` come from a library whose hashable objects are
+    immutable (dtypes, signatures, tree definitions, shardings)."""
+    return _in_modules(cls, _TRUSTED_MODULES)
+
+
 class _Ctx:
     """Per-call state of a key computation."""
 
@@ -166,10 +189,15 @@ def _mutable_identity(obj, ctx, content_ok):
 
 
 def _plain_object(obj, ctx, content_ok):
-    if not getattr(obj, "__dict__", None) and type(obj).__module__.startswith(_TRUSTED_MODULES):
-        # A stateless sentinel of a library (e.g. JAX's `UNSPECIFIED` sharding): one object for
-        # the whole process, so identity is the expected key, not a fallback worth reporting.
+    t = type(obj)
+    if not getattr(obj, "__dict__", None) and _trusted_equality(t):
+        # A stateless sentinel (`object()`, JAX's `UNSPECIFIED` sharding): one object for the
+        # whole process, so identity is the expected key, not a fallback worth reporting.
         return Namespace(obj)
+    if _from_library(t):
+        # A library object such as `jax.nn.relu` (a `custom_jvp`): keyed by identity, but not
+        # watched for in-place changes, which would cost every call of a jitted function.
+        return _identity(obj, ctx, content_ok)
     return _mutable_identity(obj, ctx, content_ok)
 
 
@@ -192,7 +220,7 @@ def _equal(obj, ctx, content_ok):
         key: Any = Equal(obj, hash(obj))
     except Exception:
         return _mutable_identity(obj, ctx, content_ok)
-    if not t.__module__.startswith(_TRUSTED_MODULES):
+    if not _trusted_equality(t):
         ctx.mutables.append(obj)
     if isinstance(t.__eq__, types.WrapperDescriptorType) and getattr(obj, "__dict__", None):
         # Equality inherited from a builtin (a subclass of `int`, say) ignores the attributes

@@ -1,5 +1,6 @@
 """`snapshot_mutables`: what can change in place under a static's key is noticed."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -96,3 +97,19 @@ def test_globals_read_by_a_function_are_watched():
         assert "global `GLOBAL_SCALE`" in (snap.changed() or "")
     finally:
         GLOBAL_SCALE = old
+
+
+def test_library_callables_are_not_watched():
+    # `jax.nn.relu` is a `custom_jvp` object: keyed by identity, but checking its attributes on
+    # every call of a jitted function would cost more than the call.
+    assert snapshot_mutables(jax.nn.relu) is None
+    snap = snapshot_mutables(lambda x: jax.nn.relu(x))
+    assert snap is not None and len(snap) == 1
+
+
+def test_user_objects_of_library_classes_named_like_libraries_are_watched():
+    fake = type("Fake", (), {"__module__": "jaxtyping_lookalike"})()
+    snap = snapshot_mutables(fake)
+    assert snap is not None and snap.changed() is None
+    fake.x = 1
+    assert snap.changed() is not None
