@@ -135,3 +135,89 @@ def test_unchanged_statics_keep_hitting():
     config.scale = 2.0  # the same object assigned again: nothing changed
     jitted(jnp.ones(2), config)
     assert counter.count == 1
+
+
+#
+# The jitted function itself is a static object too.
+#
+
+
+def _rebindable():
+    scale = 1.0
+    traces = 0
+
+    def f(x):
+        nonlocal traces
+        traces += 1
+        return x * scale
+
+    def rebind(value):
+        nonlocal scale
+        scale = value
+
+    return f, rebind, lambda: traces
+
+
+def test_wrappers_sharing_a_program_each_run_their_own_function():
+    # Equivalent at wrap time, so they share a program; then one's closure cell is rebound.
+    f1, _, _ = _rebindable()
+    f2, rebind2, _ = _rebindable()
+    jitted1, jitted2 = es.filter_jit(f1), es.filter_jit(f2)
+    rebind2(5.0)
+    np.testing.assert_allclose(jitted2(jnp.ones(1)), 5.0)
+    np.testing.assert_allclose(jitted1(jnp.ones(1)), 1.0)
+    np.testing.assert_allclose(jitted2(jnp.ones(1)), 5.0)
+
+
+def test_rebound_cell_of_the_jitted_function_retraces():
+    f, rebind, traces = _rebindable()
+    jitted = es.filter_jit(f)
+    x = jnp.ones(2)
+    for _ in range(3):
+        np.testing.assert_allclose(jitted(x), 1.0)
+    # The trace counter in `f` changed `f`'s own cell while it was traced: not a mutation.
+    assert traces() == 1
+    rebind(4.0)
+    np.testing.assert_allclose(jitted(x), 4.0)
+    np.testing.assert_allclose(jitted(x), 4.0)
+    assert traces() == 2
+    assert [m.kind for m in jitted.misses] == ["first", "mutated"]
+    assert jitted.misses[-1].path == "f"
+    assert "rebound after it was used" in jitted.misses[-1].reason
+    assert jitted.cache_info()[:2] == (3, 2)
+
+
+SCALE = 2.0
+
+
+def _reads_scale(x):
+    return x * SCALE
+
+
+def test_rebound_global_of_the_jitted_function_retraces():
+    global SCALE
+    jitted = es.filter_jit(_reads_scale)
+    np.testing.assert_allclose(jitted(jnp.ones(1)), 2.0)
+    old = SCALE
+    SCALE = 3.0
+    try:
+        np.testing.assert_allclose(jitted(jnp.ones(1)), 3.0)
+    finally:
+        SCALE = old
+    assert "the global `SCALE`" in jitted.misses[-1].reason
+    np.testing.assert_allclose(jitted(jnp.ones(1)), 2.0)
+
+
+def test_static_callable_with_a_trace_counter_is_not_mutated():
+    calls = 0
+
+    def activation(x):
+        nonlocal calls
+        calls += 1
+        return x * 2
+
+    jitted = es.filter_jit(_by_activation)
+    for _ in range(4):
+        np.testing.assert_allclose(jitted(jnp.ones(1), activation), 2.0)
+    assert calls == 1
+    assert jitted.cache_info()[:2] == (3, 1)

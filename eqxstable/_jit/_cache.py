@@ -144,14 +144,18 @@ class Entry:
             else None
         )
         self.check_data = _needs_data_check(data)
-        # A static value that can change in place (a closure cell, a captured list, a plain
-        # object's attribute) is snapshotted now, when the program that bakes it in is made.
+        self.resnapshot()
+
+    def resnapshot(self) -> None:
+        """Snapshots what in the static values could change in place (a closure cell, a captured
+        list, a plain object's attribute): when the program that bakes them in is made, and
+        again after it was traced."""
         snapshots = []
-        for i, leaf in zip(itertools.compress(itertools.count(), self.static_sel), statics):
+        for i, leaf in zip(itertools.compress(itertools.count(), self.static_sel), self.statics):
             snap = snapshot_mutables(leaf)
             if snap is not None:
                 snapshots.append((i, MutationCheck(snap)))
-        for atom in node_atoms(data):
+        for atom in node_atoms(list(self.data)):
             snap = snapshot_mutables(atom)
             if snap is not None:
                 snapshots.append((None, MutationCheck(snap)))

@@ -86,7 +86,6 @@ class Program:
     def __init__(self, fun: Any, donate: str, jitkwargs: dict[str, Any]):
         leaves, self.fun_treedef = jtu.tree_flatten(fun)
         self.fun_mask = [eqx.is_array(x) for x in leaves]
-        self.fun_template = [None if m else x for x, m in zip(leaves, self.fun_mask)]
         self.name, self.qualname = fun_names(fun)
         self.donate = donate
         self.jitkwargs = jitkwargs
@@ -95,11 +94,17 @@ class Program:
         self.history: list[Signature] = []
         # The number of programs compiled since the last clear (`CacheInfo.currsize`).
         self.compiled = 0
+        # Used only if JAX traces the body outside a call of a wrapper (it does not today).
+        self.template = self.fun_template(fun)
         self.jitted = self._make_jitted()
         _all_programs.add(self)
 
     def fun_dynamic(self, fun: Any) -> list:
         return [x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask) if m]
+
+    def fun_template(self, fun: Any) -> list:
+        """`fun`'s leaves with its arrays left out: what a trace rebuilds `fun` from."""
+        return [None if m else x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask)]
 
     def clear(self) -> None:
         self.cache.clear()
@@ -122,7 +127,10 @@ class Program:
                 # that a refused recompilation costs nothing and leaves nothing half-made.
                 explained = self._explain(call, entry)
                 self._check(call, explained[0])
-            fun_leaves = list(self.fun_template)
+            # The calling wrapper's own function is traced, not the one this program was made
+            # for: wrappers of equivalent functions share the program, and each checks on every
+            # call that its function still has the key the program was made for.
+            fun_leaves = list(call.wrapper._fun_template if call is not None else self.template)
             for i, x in zip((i for i, m in enumerate(self.fun_mask) if m), fun_dynamic):
                 fun_leaves[i] = x
             fun = self.fun_treedef.unflatten(fun_leaves)
@@ -145,6 +153,13 @@ class Program:
         except RecursionError:
             # A pytree nested deeper than Python's recursion limit: still compile, unexplained.
             sig = None
+        rebound = call.wrapper._rebound
+        if rebound is not None:
+            reason = (
+                f"{rebound}, so `{self.name}` was traced again instead of reusing the program "
+                "compiled before the change; pass what changes as an argument instead."
+            )
+            return Miss("mutated", self.name, reason), sig
         mutated = getattr(entry, "mutated", None)
         if mutated is not None:
             index, what = mutated
@@ -180,6 +195,9 @@ class Program:
         call.stats.misses.append(miss)
         call.committed = True
         entry.mutated = None
+        # What the function changed while it was traced (a `nonlocal` trace counter, say) is
+        # part of this program, not a change after it: look again from here on.
+        entry.resnapshot()
 
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
@@ -195,15 +213,22 @@ _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 _shared: dict[Any, Program] = {}
 
 
-def get_program(fun: Any, donate: str, jitkwargs: dict[str, Any]) -> Program:
-    """The program for `fun` with these options: a shared one when `fun` has a value key."""
+def get_program(
+    fun: Any, donate: str, jitkwargs: dict[str, Any], stale: Program | None = None
+) -> Program:
+    """The program for `fun` with these options: a shared one when `fun` has a value key.
+
+    `stale` is a program whose compiled code no longer matches `fun` (a global that `fun` reads
+    was reassigned, which leaves its key as it was): it is never returned, and is replaced for
+    every wrapper that asks later.
+    """
     if any(map(eqx.is_array, jtu.tree_leaves(fun))):
         return Program(fun, donate, jitkwargs)
     key = stable_key((fun, donate, tuple(sorted(jitkwargs.items()))))
     if key_uses_identity(key):
         return Program(fun, donate, jitkwargs)
     program = _shared.get(key)
-    if program is None:
+    if program is None or program is stale:
         program = _shared[key] = Program(fun, donate, jitkwargs)
     return program
 

@@ -11,8 +11,10 @@ import equinox as eqx
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
+from .._keys import snapshot_mutables
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
 from ._guards import OnRecompile
+from ._mutation_check import MutationCheck
 from ._program import get_program
 
 
@@ -70,7 +72,17 @@ class _JitWrapper(Generic[_P, _T]):
     programs and the counters) lives in slots, which are not part of its key.
     """
 
-    __slots__ = ("_program", "_stats", "_fun_dynamic", "_filter_warning", "__dict__", "__weakref__")
+    __slots__ = (
+        "_program",
+        "_stats",
+        "_fun_dynamic",
+        "_fun_template",
+        "_fun_check",
+        "_rebound",
+        "_filter_warning",
+        "__dict__",
+        "__weakref__",
+    )
 
     fun: Callable[_P, _T]
     donate: Donate
@@ -115,11 +127,41 @@ class _JitWrapper(Generic[_P, _T]):
         if "__name__" not in self.__dict__:
             init("__name__", program.name)
             init("__qualname__", program.qualname)
-        init("_program", program)
-        init("_fun_dynamic", program.fun_dynamic(fun))
+        self._use(program, None)
         init("_filter_warning", filter_warning)
         init("_stats", Stats())
         live_wrappers.add(self)
+
+    def _use(self, program: Any, rebound: str | None) -> None:
+        """Calls `program` from now on, with the function as it is now."""
+        init = ft.partial(object.__setattr__, self)
+        init("_program", program)
+        init("_fun_dynamic", program.fun_dynamic(self.fun))
+        init("_fun_template", program.fun_template(self.fun))
+        self._resnapshot()
+        # What changed in the function, for the next miss: it is of kind "mutated".
+        init("_rebound", rebound)
+
+    def _resnapshot(self) -> None:
+        snapshot = snapshot_mutables(self.fun)
+        check = None if snapshot is None else MutationCheck(snapshot)
+        object.__setattr__(self, "_fun_check", check)
+
+    def _check_fun(self) -> Any:
+        """The program to call: the function itself may have changed since the last call (a
+        closure cell rebound, a global it reads reassigned), and a compiled program bakes in
+        what it computed then, so a changed function gets the program of its new key."""
+        check = self._fun_check
+        if check is not None:
+            rebound = check.changed()
+            if rebound is not None:
+                which, _ = _DONATE[self.donate]
+                program = get_program(self.fun, which, dict(self.jitkwargs), stale=self._program)
+                # Before its first call, a wrapper has nothing stale to explain.
+                self._use(program, rebound if self._stats.calls else None)
+            elif self._rebound is not None:
+                object.__setattr__(self, "_rebound", None)
+        return self._program
 
     @property
     def name(self) -> str:
@@ -128,7 +170,7 @@ class _JitWrapper(Generic[_P, _T]):
     def __call__(self, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         __tracebackhide__ = True
         leaves, treedef = _flatten((args, kwargs), None)
-        program = self._program
+        program = self._check_fun()
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
         call = Call(program, self, args, kwargs, entry, False)
@@ -152,6 +194,10 @@ class _JitWrapper(Generic[_P, _T]):
         finally:
             current.call = previous
         self._stats.calls += 1
+        if call.committed:
+            # What the function changed in itself while traced (a `nonlocal` trace counter) is
+            # not a change after the program was made.
+            self._resnapshot()
         return spec.rebuild(dynamic)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
@@ -169,7 +215,7 @@ class _JitWrapper(Generic[_P, _T]):
         called with arguments of the same structure and static values.
         """
         leaves, treedef = _flatten((args, kwargs), None)
-        program = self._program
+        program = self._check_fun()
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
         previous = current.call
@@ -178,6 +224,9 @@ class _JitWrapper(Generic[_P, _T]):
             lowered = program.jitted.lower(donated, kept, self._fun_dynamic, entry)
         finally:
             current.call = previous
+        # Lowering traced the function: what it changed in itself then is not a later change.
+        self._resnapshot()
+        entry.resnapshot()
         return Lowered(lowered, self, entry)
 
     def cache_info(self) -> CacheInfo:
