@@ -13,11 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from ._keys import _fn_state, _still_valid, compute_key
+from ._keys import _fn_state, _JAX_LIBRARIES, _still_valid, compute_key
 
 
 # Globals of these kinds are definitions, not data: rebinding them is not worth a check per call.
 _DEFINITIONS = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+
+
+def _from_library_module(obj: Any) -> bool:
+    module = getattr(obj, "__module__", None)
+    if type(obj) is not types.FunctionType or not isinstance(module, str):
+        return False
+    return any(module == name or module.startswith(name + ".") for name in _JAX_LIBRARIES)
 
 
 def _global_names(code: types.CodeType) -> Iterator[str]:
@@ -127,7 +134,9 @@ def snapshot_mutables(obj: Any) -> Snapshot | None:
     and what changed.
     """
     _, ctx = compute_key(obj, use_memo=False)
-    watch = tuple(ctx.watch)
+    # Functions of JAX, Equinox and optax (`eqx.nn.MLP`'s default final activation, say) are
+    # not rebound in place; checking them would cost every call of a jitted function.
+    watch = tuple(w for w in ctx.watch if not _from_library_module(w[0]))
     globals_read = _globals_read(watch)
     parts: list[tuple[Any, Any]] = []
     seen: set[int] = set()

@@ -27,38 +27,43 @@ _MSG_UNEXPLAINED = (
 )
 
 
-class OutSpec:
-    """The non-array part of a call's output. It is a pytree node without children, so it
-    travels through `jax.jit` as node data of the output and comes back with every call of the
-    compiled program."""
+class Mixed:
+    """An output with non-array leaves. It is a pytree node whose children are the array leaves
+    and whose node data is the rest, so it travels through `jax.jit`, and JAX's unflattening of
+    each call's result rebuilds the user's output directly (see `_rebuild`)."""
 
-    __slots__ = ("treedef", "template", "dyn_pos")
+    __slots__ = ("dynamic", "treedef", "template", "dyn_pos")
 
-    def __init__(self, treedef, template, dyn_pos):
+    def __init__(self, dynamic, treedef, template, dyn_pos):
+        self.dynamic = dynamic
         self.treedef = treedef
         self.template = template
         self.dyn_pos = dyn_pos
 
-    def rebuild(self, dynamic: list) -> Any:
-        if self.template is None:
-            return self.treedef.unflatten(dynamic)
-        leaves = list(self.template)
-        for i, x in zip(self.dyn_pos, dynamic):
-            leaves[i] = x
-        return self.treedef.unflatten(leaves)
+
+def _rebuild(spec: tuple, dynamic: Any) -> Any:
+    treedef, template, dyn_pos = spec
+    leaves = list(template)
+    for i, x in zip(dyn_pos, dynamic):
+        leaves[i] = x
+    return treedef.unflatten(leaves)
 
 
-jtu.register_pytree_node(OutSpec, lambda spec: ((), spec), lambda spec, _: spec)
+jtu.register_pytree_node(
+    Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild
+)
 
 
-def _split_output(out: Any) -> tuple[list, OutSpec]:
+def _split_output(out: Any) -> Any:
+    """`out` itself when all its leaves are arrays (the usual case: JAX then rebuilds it with no
+    Python of ours in the way), else a `Mixed`."""
     leaves, treedef = jtu.tree_flatten(out)
     mask = [eqx.is_array(x) for x in leaves]
-    dynamic = [x for x, m in zip(leaves, mask) if m]
     if all(mask):
-        return dynamic, OutSpec(treedef, None, None)
-    template = [None if m else x for x, m in zip(leaves, mask)]
-    return dynamic, OutSpec(treedef, template, [i for i, m in enumerate(mask) if m])
+        return out
+    dynamic = [x for x, m in zip(leaves, mask) if m]
+    template = tuple(None if m else x for x, m in zip(leaves, mask))
+    return Mixed(dynamic, treedef, template, tuple(i for i, m in enumerate(mask) if m))
 
 
 def _strip_wrappers(fun: Any) -> Any:

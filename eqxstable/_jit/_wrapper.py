@@ -182,9 +182,9 @@ class _JitWrapper(Generic[_P, _T]):
                     warnings.filterwarnings(
                         "ignore", message="Some donated buffers were not usable*"
                     )
-                    dynamic, spec = program.jitted(donated, kept, self._fun_dynamic, entry)
+                    out = program.jitted(donated, kept, self._fun_dynamic, entry)
             else:
-                dynamic, spec = program.jitted(donated, kept, self._fun_dynamic, entry)
+                out = program.jitted(donated, kept, self._fun_dynamic, entry)
         except BaseException:
             # A call that failed before its miss was recorded (an error while tracing, or a
             # guard that refused to recompile) did not happen as far as the counters go.
@@ -198,7 +198,7 @@ class _JitWrapper(Generic[_P, _T]):
             # What the function changed in itself while traced (a `nonlocal` trace counter) is
             # not a change after the program was made.
             self._resnapshot()
-        return spec.rebuild(dynamic)
+        return out
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         del owner
@@ -299,8 +299,7 @@ class Compiled:
         if wrapper._program.cache.lookup(leaves, treedef) is not self._entry:
             raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
         donated, kept = self._entry.split(leaves)
-        dynamic, spec = self.compiled(donated, kept, wrapper._fun_dynamic)
-        return spec.rebuild(dynamic)
+        return self.compiled(donated, kept, wrapper._fun_dynamic)
 
     def as_text(self) -> str:
         return self.compiled.as_text()
