@@ -16,8 +16,9 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._keys import snapshot_mutables, stable_key
-from ._mutation_check import MutationCheck
+from .._keys import stable_key
+from .._mutation import snapshot_mutables
+from .._mutation_check import MutationCheck
 
 
 _is = operator.is_

@@ -11,10 +11,10 @@ import equinox as eqx
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
-from .._keys import snapshot_mutables
+from .._mutation import snapshot_mutables
+from .._mutation_check import MutationCheck
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
 from ._guards import OnRecompile
-from ._mutation_check import MutationCheck
 from ._program import get_program
 
 

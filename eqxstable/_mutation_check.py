@@ -33,8 +33,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .. import _keys
-from .._keys import stable_key
+from . import _keys
+from ._keys import stable_key
 
 
 _is = operator.is_
