@@ -203,3 +203,44 @@ def test_signature_and_diff_are_usable_alone():
     miss = diff([old], new, name="f")
     assert (miss.kind, miss.path) == ("static", "args[1]")
     assert [path for path, _ in new.leaves] == ["args[0]", "args[1]"]
+
+
+def _scaled_by(c):
+    return lambda x: x * c
+
+
+class _Opaque:
+    def __rmul__(self, x):
+        return x
+
+
+def _apply_fn(x, fn):
+    return fn(x)
+
+
+def test_changed_function_reasons_name_definition_and_variable():
+    jitted = es.filter_jit(_apply_fn)
+    x = jnp.ones(2)
+    jitted(x, _scaled_by(1.0))
+    jitted(x, _scaled_by(2.0))
+    jitted(x, _scaled_by(_Opaque()))
+    jitted(x, _scaled_by(_Opaque()))
+    jitted(x, lambda x: x)
+    first, captured, _, identity, other = jitted.misses
+    assert first.kind == "first"
+    assert captured.kind == "static" and captured.path == "args[1]"
+    assert "`_scaled_by.<locals>.<lambda>` defined at" in captured.reason
+    assert "the `c` it captures changed: 1.0 -> 2.0" in captured.reason
+    assert identity.kind == "identity"
+    assert "the `c` it captures is a new object (a _Opaque at" in identity.reason
+    assert other.kind == "static" and "is another function" in other.reason
+
+
+def test_closest_entry_counts_every_changed_attribute():
+    # float32[4] differs from int32[3] in shape and dtype, float32[3] in dtype only.
+    jitted = es.filter_jit(lambda x: x)
+    jitted(jnp.ones(3))
+    jitted(jnp.ones(4))
+    jitted(jnp.ones(3, jnp.int32))
+    assert jitted.misses[-1].kind == "dtype"
+    assert "float32[3] -> int32[3]" in jitted.misses[-1].reason

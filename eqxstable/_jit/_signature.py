@@ -10,6 +10,7 @@ is the internal API the tools (`eqxstable doctor`) build on.
 """
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -21,6 +22,7 @@ from jax.core import Tracer
 
 from .._keys import key_uses_identity, stable_key
 from ._accounting import Miss, MissKind
+from ._describe import function_change
 
 
 _SCALARS = (bool, int, float, complex)
@@ -169,6 +171,10 @@ def _describe_static(s: StaticLeaf) -> str:
 
 
 def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Difference:
+    described = function_change(path, old.key, new.key)
+    if described is not None:
+        kind, reason = described
+        return _Difference(kind, path, reason)  # pyright: ignore[reportArgumentType]
     if old.type is new.type and key_uses_identity(old.key) and key_uses_identity(new.key):
         return _Difference(
             "identity",
@@ -306,6 +312,7 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
             )
         )
     old_leaves = dict(old.leaves)
+    extra = 0
     for path, leaf in new.leaves:
         before = old_leaves.get(path)
         if before is None:
@@ -314,9 +321,12 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
         difference = _leaf_difference(path, before, leaf)
         if difference is not None:
             found.append(difference)
+            if type(before) is ArrayLeaf and type(leaf) is ArrayLeaf:
+                # A leaf whose shape *and* dtype changed is further than one whose dtype did.
+                extra += sum(map(operator.ne, before, leaf)) - 1
     if not structural and len(old.leaves) != len(new.leaves):
         structural = True
-    distance = len(found) + (_STRUCTURE_WEIGHT if structural else 0)
+    distance = len(found) + extra + (_STRUCTURE_WEIGHT if structural else 0)
     # Structure first (nothing else is comparable then), then in the order of the arguments.
     found.sort(key=lambda d: d.kind != "structure")
     return distance, found
