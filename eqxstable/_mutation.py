@@ -7,8 +7,9 @@ lambda captures, an attribute set on a plain config object. A `Snapshot` records
 everything of that kind reachable from one object, and `changed()` says whether any of it moved.
 """
 
+import dis
+import functools as ft
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,11 +28,19 @@ def _from_library_module(obj: Any) -> bool:
     return any(module == name or module.startswith(name + ".") for name in _JAX_LIBRARIES)
 
 
-def _global_names(code: types.CodeType) -> Iterator[str]:
-    yield from code.co_names
+@ft.cache
+def _global_names(code: types.CodeType) -> frozenset[str]:
+    """The globals that `code` (and the functions defined in it) loads. Not `co_names`, which
+    also holds attribute names: `model.weight` must not make a global `weight` look read."""
+    names = {
+        ins.argval
+        for ins in dis.get_instructions(code)
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str)
+    }
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _global_names(const)
+            names |= _global_names(const)
+    return frozenset(names)
 
 
 def _globals_read(watch: tuple) -> list[tuple[dict, str, Any]]:
@@ -42,7 +51,7 @@ def _globals_read(watch: tuple) -> list[tuple[dict, str, Any]]:
         if state_fn is not _fn_state:
             continue
         namespace = obj.__globals__
-        for name in set(_global_names(obj.__code__)):
+        for name in _global_names(obj.__code__):
             value = namespace.get(name, _fn_state)
             if value is not _fn_state and not isinstance(value, _DEFINITIONS):
                 found.append((namespace, name, value))

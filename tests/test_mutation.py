@@ -113,3 +113,22 @@ def test_user_objects_of_library_classes_named_like_libraries_are_watched():
     assert snap is not None and snap.changed() is None
     fake.x = 1
     assert snap.changed() is not None
+
+
+weight = 1.0
+
+
+def _uses_attribute_named_like_a_global(model):
+    return model.weight
+
+
+def test_attribute_names_are_not_globals_read():
+    global weight
+    snap = snapshot_mutables(_uses_attribute_named_like_a_global)
+    assert snap is not None
+    old = weight
+    weight = 2.0
+    try:
+        assert snap.changed() is None
+    finally:
+        weight = old
