@@ -10,131 +10,49 @@ through a callable) is keyed by identity.
 import dataclasses
 import enum
 import functools as ft
-import operator
 import struct
 import types
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax
 import numpy as np
 
+from . import _key_context
 from ._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
-from ._key_types import Equal, Identity, Key, Namespace
+from ._key_callables import (
+    _builtin,
+    _fn_state as _fn_state,
+    _function,
+    _method,
+    _partial,
+    _pjit,
+    _PjitFunction,
+)
+from ._key_context import (
+    _compound,
+    _Ctx,
+    _dict_state,
+    _EMPTY_CELL,
+    _extra_attrs,
+    _forget,
+    _freeze,
+    _from_library,
+    _Handler,
+    _identity,
+    _JAX_LIBRARIES as _JAX_LIBRARIES,
+    _key,
+    _memo,
+    _MemoEntry,
+    _mutable_identity,
+    _still_valid as _still_valid,
+    _trusted_equality,
+)
+from ._key_types import Equal, Key, Namespace
 
 
 _pack_double = struct.Struct("<d").pack
-_PjitFunction = type(jax.jit(lambda: None))
-_EMPTY_CELL = ("empty-cell",)
-# `__doc__` and `__annotations__` never change what a callable computes, and `__annotations__`
-# is a fresh dict per function, which would otherwise make every rebuilt wrapper look new.
-_IGNORED_ATTRS = frozenset({"__doc__", "__annotations__"})
-# Classes with their own `__eq__`/`__hash__` that are immutable, so that a key built with their
-# equality can never go stale. Instances of other such classes are checked for mutation.
-_TRUSTED_MODULES = ("builtins", "numpy", "jax", "jaxlib", "equinox", "inspect", "optax")
-
-
-# Libraries whose callables and sentinels are not changed in place once in use (a
-# `jax.custom_jvp` is defined once, then called). NumPy is not among them: its random generators
-# change state on every draw.
-_JAX_LIBRARIES = ("jax", "jaxlib", "equinox", "optax")
-
-
-def _in_modules(cls: type, names: tuple[str, ...]) -> bool:
-    module = getattr(cls, "__module__", None) or ""
-    return any(module == name or module.startswith(name + ".") for name in names)
-
-
-@ft.cache
-def _from_library(cls: type) -> bool:
-    return _in_modules(cls, _JAX_LIBRARIES)
-
-
-@ft.cache
-def _trusted_equality(cls: type) -> bool:
-    """Whether `cls`'s own `__eq__`/`__hash__` come from a library whose hashable objects are
-    immutable (dtypes, signatures, tree definitions, shardings)."""
-    return _in_modules(cls, _TRUSTED_MODULES)
-
-
-class _Ctx:
-    """Per-call state of a key computation."""
-
-    __slots__ = ("stack", "depth", "watch", "identity", "mutables", "copied_arrays", "use_memo")
-
-    def __init__(self, use_memo: bool = True):
-        # Memoised sub-keys do not record the mutable objects they reach, so a computation that
-        # must list those (a mutation snapshot) does not use them.
-        self.use_memo = use_memo
-        # id -> depth of the compound objects being keyed, so cycles become back-references.
-        self.stack: dict[int, int] = {}
-        self.depth = 0
-        # (object, state function, state): what must be unchanged for the key to stay valid.
-        self.watch: list[tuple[Any, Callable[[Any], tuple], tuple]] = []
-        self.identity = False
-        # Identity-keyed objects whose contents can change in place (for mutation detection).
-        self.mutables: list[Any] = []
-        # Whether a NumPy array was keyed by its contents (the canonical copy must then be rebuilt).
-        self.copied_arrays = False
-
-
-_Handler = Callable[[Any, _Ctx, bool], Any]
-_HANDLERS: dict[type, _Handler] = {}
-
-
-def _key(obj: Any, ctx: _Ctx, content_ok: bool) -> Any:
-    # `content_ok`: whether a NumPy array met here may be keyed by its contents. That is only so
-    # when the array is reached through containers that `intern` rebuilds with read-only copies;
-    # through a callable or an object it stays mutable, so it is keyed by identity.
-    t = type(obj)
-    handler = _HANDLERS.get(t)
-    if handler is None:
-        handler = _HANDLERS[t] = _resolve(t)
-    return handler(obj, ctx, content_ok)
-
-
-def _compound(fn: _Handler) -> _Handler:
-    """Wraps a handler of an object that contains others: cycles become relative
-    back-references (so a sub-key means the same wherever it is embedded), and an object whose
-    parts cannot be read falls back to identity."""
-
-    def handler(obj, ctx, content_ok):
-        i = id(obj)
-        depth = ctx.stack.get(i)
-        if depth is not None:
-            return ("cycle", ctx.depth - depth)
-        ctx.stack[i] = ctx.depth
-        ctx.depth += 1
-        try:
-            return fn(obj, ctx, content_ok)
-        except Exception:
-            return _identity(obj, ctx, content_ok)
-        finally:
-            ctx.depth -= 1
-            del ctx.stack[i]
-
-    return handler
-
-
-def _items(mapping: Any, ctx: _Ctx, content_ok: bool) -> tuple:
-    # In iteration order, which is behaviour: `partial(f, a=1, b=2)` and `partial(f, b=2, a=1)`
-    # pass `**kwargs` in different orders, and a function may iterate them.
-    return tuple([(_key(k, ctx, content_ok), _key(v, ctx, content_ok)) for k, v in mapping.items()])
-
-
-def _extra_attrs(obj: Any, ctx: _Ctx, skip: Any = ()) -> tuple:
-    d = getattr(obj, "__dict__", None)
-    if not d:
-        return ()
-    return tuple(
-        [
-            (k, _key(v, ctx, False))
-            for k, v in d.items()
-            if k not in skip and k not in _IGNORED_ATTRS
-        ]
-    )
 
 
 #
@@ -175,17 +93,6 @@ def _enum(obj, ctx, content_ok):
 def _namespace(obj, ctx, content_ok):
     # Classes, modules and module-level builtins: one object per name for the whole process.
     return Namespace(obj)
-
-
-def _identity(obj, ctx, content_ok):
-    ctx.identity = True
-    return Identity(obj)
-
-
-def _mutable_identity(obj, ctx, content_ok):
-    ctx.identity = True
-    ctx.mutables.append(obj)
-    return Identity(obj)
 
 
 def _plain_object(obj, ctx, content_ok):
@@ -275,104 +182,6 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-def _dict_state(d: dict) -> tuple:
-    return (len(d), *d.keys(), *d.values())
-
-
-#
-# Callables.
-#
-
-
-def _fn_state(f: types.FunctionType) -> tuple:
-    """Everything about a function that can be rebound after it was keyed."""
-    state: list[Any] = [f.__code__, f.__defaults__, f.__kwdefaults__]
-    if f.__kwdefaults__:
-        state.extend(_dict_state(f.__kwdefaults__))
-    if f.__closure__:
-        for cell in f.__closure__:
-            try:
-                state.append(cell.cell_contents)
-            except ValueError:
-                state.append(_EMPTY_CELL)
-    d = f.__dict__
-    if d:
-        state.extend(_dict_state(d))
-    return tuple(state)
-
-
-@_compound
-def _function(f, ctx, content_ok):
-    memo = _memo.get(id(f)) if ctx.use_memo else None
-    if memo is not None and memo.ref() is f and _still_valid(memo.watch):
-        # Every memoised key is closed (its back-references point inside it), so it means the
-        # same embedded here.
-        ctx.watch.extend(memo.watch)
-        ctx.identity |= memo.key.identity
-        return memo.key.parts
-    ctx.watch.append((f, _fn_state, _fn_state(f)))
-    cells = ()
-    if f.__closure__:
-        contents = []
-        for cell in f.__closure__:
-            try:
-                contents.append(_key(cell.cell_contents, ctx, False))
-            except ValueError:
-                contents.append(_EMPTY_CELL)
-        cells = tuple(contents)
-    kwdefaults = f.__kwdefaults__
-    return (
-        "fn",
-        f.__code__,
-        Namespace(f.__globals__),
-        _key(f.__defaults__, ctx, False),
-        _items(kwdefaults, ctx, False) if kwdefaults else (),
-        cells,
-        _extra_attrs(f, ctx),
-    )
-
-
-def _partial_state(p: ft.partial) -> tuple:
-    return (p.func, p.args, *_dict_state(p.keywords))
-
-
-@_compound
-def _partial(p, ctx, content_ok):
-    # `functools.partial` and `jax.tree_util.Partial`; `equinox.Partial` is a module.
-    ctx.watch.append((p, _partial_state, _partial_state(p)))
-    return (
-        type(p),
-        _key(p.func, ctx, False),
-        _key(p.args, ctx, False),
-        _items(p.keywords, ctx, False),
-        _extra_attrs(p, ctx),
-    )
-
-
-@_compound
-def _method(m, ctx, content_ok):
-    return ("method", _key(m.__func__, ctx, False), _key(m.__self__, ctx, False))
-
-
-@_compound
-def _builtin(f, ctx, content_ok):
-    owner = f.__self__
-    if owner is None or isinstance(owner, types.ModuleType):
-        return Namespace(f)
-    return ("builtin-method", f.__name__, _key(owner, ctx, False))
-
-
-@_compound
-def _pjit(f, ctx, content_ok):
-    # `jax.jit(fun, **options)` keeps `fun` and every option in `_fun` and `_jit_info`. These are
-    # JAX internals: if they move, fall back to identity (and `tests/test_keys.py` notices).
-    try:
-        fun, info = f._fun, f._jit_info
-    except AttributeError:
-        return _identity(f, ctx, content_ok)
-    return ("jit", _key(fun, ctx, False), _key(info, ctx, False))
-
-
 def _resolve(t: type) -> _Handler:
     """Chooses the handler for a type. The choice depends on the type only, so it is cached."""
     simple: dict[type, _Handler] = {
@@ -426,62 +235,8 @@ def _resolve(t: type) -> _Handler:
     return _plain_object
 
 
-#
-# The memo: repeated keys of the same (weak-referenceable) object are cheap.
-#
-
-
-class _MemoEntry:
-    __slots__ = ("ref", "key", "watch")
-
-    def __init__(self, ref, key, watch):
-        self.ref = ref
-        self.key = key
-        self.watch = watch
-
-
-_memo: dict[int, _MemoEntry] = {}
+_key_context.resolve = _resolve
 _MEMO_TYPES = (types.FunctionType, ft.partial, _PjitFunction, eqx.Module)
-
-
-def _forget(i: int, ref: weakref.ref) -> None:
-    entry = _memo.get(i)
-    if entry is not None and entry.ref is ref:
-        del _memo[i]
-
-
-def _weak(x: Any) -> Any:
-    return weakref.ref(x) if type(x).__weakrefoffset__ else x
-
-
-def _freeze(watch: list) -> tuple:
-    """The watch with weak references wherever possible, to be kept in the memo: a memo entry
-    must not keep alive the object it describes (a self-recursive closure's state holds itself)."""
-    return tuple(
-        (_weak(obj), state_fn, tuple([_weak(x) for x in state])) for obj, state_fn, state in watch
-    )
-
-
-def _same(now: Any, saved: Any) -> bool:
-    if now is saved:
-        return True
-    if type(saved) is weakref.ref:
-        target = saved()
-        return target is not None and target is now
-    return False
-
-
-def _still_valid(watch: tuple) -> bool:
-    for holder, state_fn, state in watch:
-        obj = holder() if type(holder) is weakref.ref else holder
-        if obj is None:
-            return False
-        now = state_fn(obj)
-        if len(now) != len(state):
-            return False
-        if not all(map(operator.is_, now, state)) and not all(map(_same, now, state)):
-            return False
-    return True
 
 
 def compute_key(obj: Any, use_memo: bool = True) -> tuple[Key, _Ctx]:
