@@ -1,0 +1,248 @@
+"""`StableModule` at construction: warnings and errors for static fields, nested modules left
+unchanged, and Equinox's own patterns (abstract/final classes, `__check_init__`, converters,
+`__post_init__`, subclasses, `eqx.tree_at`)."""
+
+import abc
+import dataclasses
+import functools as ft
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import eqxstable as es
+from eqxstable._canonical import FrozenDict
+
+from .test_module import _counting_jit, _KEY, _X, CASES, LambdaField
+
+
+def test_no_warnings_at_construction():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for make, _ in CASES.values():
+            make()
+    assert [str(w.message) for w in caught] == []
+
+
+def test_nested_modules_passed_in_are_not_changed():
+    class Wrap(es.StableModule):
+        mlp: eqx.nn.MLP
+
+    def act(x):
+        return x * 0.5
+
+    first = eqx.nn.MLP(2, 2, 4, 1, activation=act, key=_KEY)
+    wrap_first = Wrap(first)
+    act_first = wrap_first.mlp.activation
+
+    def make_act():
+        return lambda x: x * 0.25
+
+    second_act, second_act_again = make_act(), make_act()
+    a = eqx.nn.MLP(2, 2, 4, 1, activation=second_act, key=_KEY)
+    b = eqx.nn.MLP(2, 2, 4, 1, activation=second_act_again, key=_KEY)
+    wa, wb = Wrap(a), Wrap(b)
+    assert wa.mlp.activation is wb.mlp.activation is second_act
+    assert b.activation is second_act_again  # The MLP that was passed in is untouched...
+    assert wb.mlp is not b  # ...a new one was built,
+    assert wb.mlp.layers[0].weight is b.layers[0].weight  # sharing its arrays.
+    assert act_first is act
+
+
+def test_jax_array_in_static_field_is_a_clear_error():
+    class Bad(es.StableModule):
+        weight: jax.Array = eqx.field(static=True)
+
+    # `filterwarnings = error`: Equinox's own "A JAX array is being set as static!" warning
+    # would surface here instead of our error if it came first.
+    with pytest.raises(ValueError, match=r"`Bad\(\.\.\.\)`: the static field `Bad.weight` holds"):
+        Bad(jnp.ones(3))
+    with pytest.raises(ValueError, match=r"`Bad.weight\[1\]\['w'\]`.*Make `weight` a regular"):
+        Bad((1, {"w": jnp.ones(3)}))  # pyright: ignore[reportArgumentType]
+
+
+def test_numpy_array_in_static_field_is_fine():
+    class Table(es.StableModule):
+        table: np.ndarray = eqx.field(static=True)
+
+    source = np.arange(3.0)
+    m = Table(source)
+    source[0] = 100.0  # The holder has its own copy.
+    assert m.table[0] == 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        m.table.array[0] = 1.0
+
+
+def test_numpy_scalar_in_static_field_is_fine():
+    # Equinox counts a NumPy scalar as an array and would warn (an error here).
+    class Eps(es.StableModule):
+        eps: Any = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x + self.eps
+
+    m = Eps(np.float32(1e-3))
+    assert m.eps.dtype == np.float32 and float(m.eps) == pytest.approx(1e-3)
+    assert Eps(np.float32(1e-3)).eps is m.eps
+    np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(m, jnp.zeros(2)), 1e-3)
+
+
+def test_enum_and_class_in_static_fields_do_not_warn():
+    # Enum members hash by identity and have no `__eq__` of their own, but they are singletons:
+    # nothing to warn about. A class is its own canonical instance.
+    class Options(es.StableModule):
+        precision: jax.lax.Precision = eqx.field(static=True)
+        layer_type: type = eqx.field(static=True)
+
+        def __call__(self, x):
+            return jnp.dot(x, x, precision=self.precision)
+
+    run, traces = _counting_jit(lambda model, x: model(x))
+    for _ in range(3):
+        out = run(Options(jax.lax.Precision.HIGHEST, eqx.nn.Linear), _X)
+        np.testing.assert_allclose(out, 5.25, rtol=1e-6)
+    assert traces() == 1
+
+
+def test_built_under_filter_vmap():
+    # An ensemble: leaves are batched tracers while `__init__` runs; callables still interned.
+    class Member(es.StableModule):
+        mlp: eqx.nn.MLP
+
+        def __init__(self, key):
+            self.mlp = eqx.nn.MLP(3, 3, 4, 1, activation=lambda x: 0.5 * x, key=key)
+
+    keys = jr.split(_KEY, 4)
+    a, b = eqx.filter_vmap(Member)(keys), eqx.filter_vmap(Member)(keys)
+    assert a.mlp.layers[0].weight.shape == (4, 4, 3)
+    assert a.mlp.activation is b.mlp.activation
+    out = eqx.filter_vmap(lambda m, x: m.mlp(x), in_axes=(eqx.if_array(0), None))(a, _X)
+    reference = Member(keys[1]).mlp(_X)
+    np.testing.assert_allclose(out[1], reference, rtol=1e-5, atol=1e-6)
+
+
+class OnlyHash:
+    def __hash__(self):
+        return 0
+
+
+def test_static_hash_without_eq_warns_naming_class_and_field():
+    class Holder(es.StableModule):
+        thing: OnlyHash = eqx.field(static=True)
+
+    with pytest.warns(es.StabilityWarning, match=r"`Holder.thing`.*test_module_construction.OnlyHash") as rec:
+        Holder(OnlyHash())
+    assert rec[0].filename == __file__  # Pointed at the user's line.
+
+
+def test_dynamic_hash_without_eq_warns_naming_class_and_field():
+    class Holder(es.StableModule):
+        things: tuple
+
+    with pytest.warns(es.StabilityWarning, match=r"`Holder.things\[1\]`.*OnlyHash"):
+        Holder((1, OnlyHash()))
+
+
+#
+# Equinox's own patterns keep working.
+#
+
+
+class AbstractActivation(es.StableModule):
+    fn: eqx.AbstractVar[Callable]
+
+    @abc.abstractmethod
+    def __call__(self, x): ...
+
+
+class Activation(AbstractActivation):
+    fn: Callable
+    sizes: Sequence[int] = eqx.field(static=True, converter=lambda s: list(s))  # Then a tuple.
+    gain: float = eqx.field(converter=float)
+    checked: list = dataclasses.field(default_factory=list, repr=False, init=False)
+
+    def __post_init__(self):
+        self.fn = ft.partial(jnp.multiply, self.gain)
+
+    def __check_init__(self):
+        if self.gain <= 0:
+            raise ValueError("`Activation(gain=...)` must be positive.")
+        # Static fields are already in their canonical form here.
+        assert type(self.sizes) is tuple
+
+    def __call__(self, x):
+        return self.fn(x) + len(self.sizes)
+
+
+def test_abstract_final_check_init_converter_post_init():
+    with pytest.raises(TypeError, match="abstract"):
+        AbstractActivation()  # pyright: ignore
+    run, traces = _counting_jit(lambda model, x: model(x))
+    for _ in range(5):
+        m = Activation(fn=None, sizes=(1, 2), gain=3)  # pyright: ignore[reportArgumentType]
+        assert m.sizes == (1, 2) and type(m.gain) is float
+        np.testing.assert_allclose(run(m, _X), 3.0 * _X + 2, rtol=1e-6)
+    assert traces() == 1
+    with pytest.raises(ValueError, match="must be positive"):
+        Activation(fn=None, sizes=(), gain=-1)  # pyright: ignore[reportArgumentType]
+
+
+def test_subclass_of_a_stable_module_stays_stable():
+    class Base(es.StableModule):
+        config: dict = eqx.field(static=True)
+
+    class Child(Base):
+        fn: Callable
+
+        def __init__(self):
+            self.config = {"a": [1]}
+            self.fn = lambda x: x + 1
+
+    assert Child().config == FrozenDict({"a": (1,)})
+    assert Child().fn is Child().fn
+
+
+def test_plain_base_class_is_not_changed():
+    class PlainBase(eqx.Module):
+        config: tuple = eqx.field(static=True)
+
+    class Stable(PlainBase, es.StableModule):
+        pass
+
+    assert Stable(config=[1, 2]).config == (1, 2)  # pyright: ignore[reportArgumentType]
+    assert PlainBase(config=[1, 2]).config == [1, 2]  # pyright: ignore[reportArgumentType]
+
+
+def test_tree_at_edits_are_not_canonical_until_stabilized():
+    run, traces = _counting_jit(lambda model, x: model(x))
+    base = LambdaField()
+
+    # Editing arrays (the usual `tree_at`) leaves the canonical callables in place.
+    class WithWeight(es.StableModule):
+        fn: Callable
+        w: jax.Array
+
+        def __call__(self, x):
+            return self.fn(x) * self.w
+
+    m = WithWeight(fn=lambda x: x + 1, w=jnp.ones(3))
+    m2 = eqx.tree_at(lambda t: t.w, m, 2 * jnp.ones(3))
+    assert m2.fn is m.fn
+
+    # Editing a callable with `tree_at` bypasses `__init__`: the new leaf is not interned...
+    def edit():
+        return eqx.tree_at(lambda t: t.fn, base, lambda x: 5.0 * x)
+
+    assert edit().fn is not edit().fn
+    # ...until `es.stabilize` is called on the result (or the module is constructed anew).
+    edited = [es.stabilize(edit()) for _ in range(3)]
+    assert edited[0].fn is edited[1].fn is edited[2].fn
+    for e in edited:
+        np.testing.assert_allclose(run(e, _X), 5.0 * _X, rtol=1e-6)
+    assert traces() == 1
