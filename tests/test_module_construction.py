@@ -136,7 +136,8 @@ def test_static_hash_without_eq_warns_naming_class_and_field():
     class Holder(es.StableModule):
         thing: OnlyHash = eqx.field(static=True)
 
-    with pytest.warns(es.StabilityWarning, match=r"`Holder.thing`.*test_module_construction.OnlyHash") as rec:
+    match = r"`Holder.thing`.*test_module_construction.OnlyHash"
+    with pytest.warns(es.StabilityWarning, match=match) as rec:
         Holder(OnlyHash())
     assert rec[0].filename == __file__  # Pointed at the user's line.
 
