@@ -5,6 +5,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -78,3 +79,17 @@ def table(rows: list[list[str]], header_row: list[str]) -> str:
         return "  ".join(cells)
 
     return "\n".join([fmt(header_row), "  ".join("-" * w for w in widths), *map(fmt, rows)])
+
+
+def pyplot() -> Any:
+    """`matplotlib.pyplot` with a file backend, or `None` (after saying so) if matplotlib is not
+    installed: plots are optional, tables are not."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print('matplotlib is not importable (pip install -e ".[bench]"): no plot.')
+        return None
+    return plt

@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-from _timing import count_compiles, header, table
+from _timing import count_compiles, header, pyplot, table
 
 import eqxstable as es
 
@@ -77,13 +77,8 @@ def _curve(counts: list[int], steps: int, repeats: int, plot: str) -> None:
     print()
     print(f"total loop time vs rebuilds ({steps} steps each, best of {repeats})")
     print(table(rows, ["rebuilds", *(f"{name} ms" for name in _JITS), "eqx / es"]))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print('matplotlib is not importable (pip install -e ".[bench]"): no plot.')
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in _JITS:

@@ -12,7 +12,7 @@ import pathlib
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from _timing import header, per_call, table
+from _timing import header, per_call, pyplot, table
 
 import eqxstable as es
 
@@ -59,13 +59,8 @@ def main() -> None:
         head += [f"{name} us", "us/leaf"]
     head.append("es / raw")
     print(table(rows, head))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not importable: no plot.")
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in names:
