@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+import equinox as eqx
 import jax
 
 
@@ -128,3 +129,32 @@ def count_traces(fn: _F) -> TraceCounter[_F]:
     `test_count_traces_by_hand` in `tests/test_helpers.py`.
     """
     return TraceCounter(fn)
+
+
+def counting_filter_jit(call: Callable[[Any, Any], Any]) -> tuple[Callable, Callable[[], int]]:
+    """Plain `equinox.filter_jit` of `call(model, x)`, with a `nonlocal` trace counter inside the
+    jitted function; returns the jitted function and a function reading the count."""
+    traces = 0
+
+    @eqx.filter_jit
+    def run(model, x):
+        nonlocal traces
+        traces += 1
+        return call(model, x)
+
+    return run, lambda: traces
+
+
+def rebindable(value: Any) -> tuple[Callable[[Any], Any], Callable[[Any], None]]:
+    """`f(x) = x * c` closing over a variable `c = value`, and a function that rebinds `c` the
+    way `nonlocal` code does: the same function object then computes something else."""
+    c = value
+
+    def f(x):
+        return x * c
+
+    def rebind(new):
+        nonlocal c
+        c = new
+
+    return f, rebind

@@ -10,7 +10,7 @@ from hypothesis import given
 
 import eqxstable as es
 
-from .helpers import compile_log
+from .helpers import compile_log, counting_filter_jit
 
 
 class Scale(es.StableModule):
@@ -21,20 +21,8 @@ class Scale(es.StableModule):
         return self.factor * x + self.offset
 
 
-def _counting_run():
-    traces = 0
-
-    @eqx.filter_jit
-    def run(model, x):
-        nonlocal traces
-        traces += 1
-        return model(x)
-
-    return run, lambda: traces
-
-
 def test_sweep_compiles_once_with_the_right_dtype_and_values():
-    run, traces = _counting_run()
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     x = jnp.arange(3, dtype=jnp.float32)
     with compile_log() as log:
         for factor in (0.1, 0.25, 1.5, -3.0, 1e-3):
@@ -53,7 +41,7 @@ def test_without_dynamic_every_value_recompiles():
         def __call__(self, x):
             return self.factor * x
 
-    run, traces = _counting_run()
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     for factor in (0.1, 0.25, 1.5):
         run(Plain(factor), jnp.ones(2))
     assert traces() == 3
@@ -61,7 +49,7 @@ def test_without_dynamic_every_value_recompiles():
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32])
 def test_weak_typing_keeps_the_models_dtype(dtype):
-    run, _ = _counting_run()
+    run, _ = counting_filter_jit(lambda model, x: model(x))
     out = run(Scale(0.5), jnp.ones(3, dtype=dtype))
     assert out.dtype == dtype
     np.testing.assert_allclose(out.astype(jnp.float32), 0.5)
@@ -111,4 +99,4 @@ def test_any_value_compiles_once(factor):
     assert _TRACES() == 1
 
 
-_RUN, _TRACES = _counting_run()
+_RUN, _TRACES = counting_filter_jit(lambda model, x: model(x))

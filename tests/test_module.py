@@ -7,7 +7,6 @@ given to plain `equinox.filter_jit`, and JAX's compile log. Every output is chec
 import dataclasses
 import functools as ft
 from collections.abc import Callable
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -20,20 +19,7 @@ import pytest
 import eqxstable as es
 from eqxstable._canonical import FrozenDict, ReadOnlyArray
 
-from .helpers import compile_log
-
-
-def _counting_jit(call: Callable[[Any, jax.Array], Any]):
-    """Plain `eqx.filter_jit` of `call(model, x)`, and a function returning its trace count."""
-    traces = 0
-
-    @eqx.filter_jit
-    def run(model, x):
-        nonlocal traces
-        traces += 1
-        return call(model, x)
-
-    return run, lambda: traces
+from .helpers import compile_log, counting_filter_jit
 
 
 #
@@ -180,7 +166,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_rebuilt_five_times_traces_once(name):
     make, reference = CASES[name]
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     with compile_log() as log:
         for i in range(5):
             x = _X + i  # New values, same shape: only a changed static part could retrace.
@@ -196,7 +182,7 @@ def test_plain_module_would_retrace(name):
     # the static containers, cannot even be hashed). Otherwise the test above proves nothing.
     make, _ = CASES[name]
     plain = type(f"Plain{make.__name__}", (eqx.Module,), {**_plain_namespace(make)})
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     for _ in range(3):
         run(plain(), _X)
     assert traces() == 3
@@ -218,7 +204,7 @@ def test_plain_module_fails_on_a_rebuilt_static_numpy_array():
         def __call__(self, x):
             return x * self.table
 
-    run, _ = _counting_jit(lambda model, x: model(x))
+    run, _ = counting_filter_jit(lambda model, x: model(x))
     with pytest.warns(UserWarning, match="JAX array is being set as static"):
         first, second = Plain(np.ones(3)), Plain(np.ones(3))
     run(first, _X)
@@ -253,7 +239,7 @@ def test_closure_with_a_different_constant_recompiles_with_the_new_answer():
         def __call__(self, x):
             return self.fn(x)
 
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     x = jnp.arange(3, dtype=jnp.int32)
     for _ in range(3):
         np.testing.assert_array_equal(run(Scale(2), x), [0, 2, 4])
@@ -286,7 +272,7 @@ def test_optimizer_with_another_learning_rate_recompiles():
             updates, _ = self.opt.update(x, self.opt.init(x), x)
             return updates
 
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     np.testing.assert_allclose(run(Opt(optax.sgd(0.1)), _X), -0.1 * _X, rtol=1e-6)
     np.testing.assert_allclose(run(Opt(optax.sgd(0.1)), _X), -0.1 * _X, rtol=1e-6)
     assert traces() == 1
@@ -307,7 +293,7 @@ def test_static_dict_is_type_exact():
         def __call__(self, x):
             return self.config["scale"] * x
 
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     x = jnp.arange(3, dtype=jnp.int32)
     assert run(Static({"scale": 2}), x).dtype == jnp.int32
     out = run(Static({"scale": 2.0}), x)

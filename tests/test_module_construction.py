@@ -19,7 +19,8 @@ import pytest
 import eqxstable as es
 from eqxstable._canonical import FrozenDict
 
-from .test_module import _counting_jit, _KEY, _X, CASES, LambdaField
+from .helpers import counting_filter_jit
+from .test_module import _KEY, _X, CASES, LambdaField
 
 
 def test_no_warnings_at_construction():
@@ -103,7 +104,7 @@ def test_enum_and_class_in_static_fields_do_not_warn():
         def __call__(self, x):
             return jnp.dot(x, x, precision=self.precision)
 
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     for _ in range(3):
         out = run(Options(jax.lax.Precision.HIGHEST, eqx.nn.Linear), _X)
         np.testing.assert_allclose(out, 5.25, rtol=1e-6)
@@ -184,7 +185,7 @@ class Activation(AbstractActivation):
 def test_abstract_final_check_init_converter_post_init():
     with pytest.raises(TypeError, match="abstract"):
         AbstractActivation()  # pyright: ignore
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     for _ in range(5):
         m = Activation(fn=None, sizes=(1, 2), gain=3)  # pyright: ignore[reportArgumentType]
         assert m.sizes == (1, 2) and type(m.gain) is float
@@ -221,7 +222,7 @@ def test_plain_base_class_is_not_changed():
 
 
 def test_tree_at_edits_are_not_canonical_until_stabilized():
-    run, traces = _counting_jit(lambda model, x: model(x))
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     base = LambdaField()
 
     # Editing arrays (the usual `tree_at`) leaves the canonical callables in place.

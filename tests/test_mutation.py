@@ -6,6 +6,8 @@ import pytest
 
 from eqxstable._mutation import snapshot_mutables
 
+from .helpers import rebindable
+
 
 class Config:
     def __init__(self, lr):
@@ -31,21 +33,8 @@ def test_pure_lambda_snapshot_is_cheap_and_unchanged():
     assert snap.changed() is None
 
 
-def make_rebindable():
-    c = 1.0
-
-    def f(x):
-        return x * c
-
-    def rebind(v):
-        nonlocal c
-        c = v
-
-    return f, rebind
-
-
 def test_rebound_cell_is_noticed():
-    f, rebind = make_rebindable()
+    f, rebind = rebindable(1.0)
     snap = snapshot_mutables(f)
     assert snap is not None and snap.changed() is None
     rebind(2.0)

@@ -12,25 +12,15 @@ import pytest
 import eqxstable as es
 from eqxstable import _registry
 
+from .helpers import rebindable
+
 
 def closure_over(value):
     return lambda x: x * value
 
 
 def test_rebound_nonlocal_is_never_handed_out():
-    def make():
-        c = 1
-
-        def f(x):
-            return x * c
-
-        def rebind(v):
-            nonlocal c
-            c = v
-
-        return f, rebind
-
-    f, rebind = make()
+    f, rebind = rebindable(1)
     assert es.intern(f) is f
     rebind(2)  # `f` now computes x * 2.
     g = closure_over(1)
