@@ -278,6 +278,34 @@ def test_type_collision_is_reported(tmp_path):
     assert report["functions"][0]["misses"] == 2
 
 
+def test_type_collision_in_a_static_field_is_reported(tmp_path):
+    script = _write(
+        tmp_path,
+        """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        class Scale(eqx.Module):
+            factor: object = eqx.field(static=True)
+
+        @eqx.filter_jit
+        def scale(model, x):
+            return x * model.factor
+
+        print(scale(Scale(2), jnp.ones(2, dtype=jnp.int32)).dtype)
+        print(scale(Scale(2.0), jnp.ones(2, dtype=jnp.int32)).dtype)
+        """,
+    )
+    proc, report = _json_report(tmp_path, script)
+    assert proc.stdout.split() == ["int32", "int32"]  # Equinox's wrong dtype for the second call
+    (row,) = report["functions"]
+    assert (row["calls"], row["misses"]) == (2, 1)
+    assert row["type_collisions"]["calls"] == 1
+    assert row["type_collisions"]["groups"][0]["path"] == "args[0].factor"
+    proc, report = _json_report(tmp_path, "--stabilize", script)
+    assert proc.stdout.split() == ["int32", "float32"]
+
+
 def test_observing_adds_no_warning(tmp_path):
     # Keying this argument would warn (`__hash__` without `__eq__`); the doctor must stay silent.
     script = _write(

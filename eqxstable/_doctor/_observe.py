@@ -23,6 +23,7 @@ import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
+from .._jit._cache import node_data
 from .._jit._program import fun_names
 from .._keys import key_uses_identity, stable_key
 from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
@@ -280,7 +281,10 @@ class Observer:
         record.trace_seconds += frame.trace_seconds
         leaves, treedef = jtu.tree_flatten((args, kwargs))
         statics = tuple(x for x in leaves if not eqx.is_array(x))
-        types = tuple(map(type, statics))
+        # The values in node data (an Equinox module's static fields) count too: `1` and `1.0`
+        # there make equal tree definitions for Equinox.
+        in_nodes = [v for d in node_data(treedef, leaves) if type(d) in (tuple, list) for v in d]
+        types = tuple(map(type, statics)) + tuple(map(type, in_nodes))
         # Only Python numbers are `==` across types (`1 == 1.0 == True`), so only calls with
         # some among their static leaves can collide; the others skip the hash.
         key: Any = None
