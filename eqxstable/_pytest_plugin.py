@@ -47,29 +47,22 @@ class TraceWatch:
         self._listening = False
 
     def start(self) -> "TraceWatch":
-        import jax.monitoring
+        from ._jit._accounting import miss_listeners
 
-        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        miss_listeners.append(self._on_miss)
         self._listening = True
         return self
 
     def stop(self) -> None:
-        import jax.monitoring
+        from ._jit._accounting import miss_listeners
 
         if self._listening:
             self._listening = False
-            # Older JAX versions cannot unregister a listener; it then stays, inert.
-            unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
-            if unregister is not None:
-                unregister(self._listener)
+            miss_listeners.remove(self._on_miss)
 
-    def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
-        del duration_secs, kwargs
-        from ._jit._accounting import current
-
-        call = current.call
-        if self._listening and call is not None and event.startswith("/jax/core/compile/"):
-            self._traced.setdefault(id(call.wrapper), call.wrapper)
+    def _on_miss(self, wrapper: Any, miss: Any) -> None:
+        del miss
+        self._traced.setdefault(id(wrapper), wrapper)
 
     def wrappers(self) -> list[Any]:
         """Every stable wrapper alive now or traced during the test."""

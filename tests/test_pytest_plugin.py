@@ -146,3 +146,26 @@ def test_new_shape(no_recompiles):
 def test_marker_is_documented(pytester):
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_traces(n): fail the test if any*"])
+
+
+def test_max_traces_sees_a_wrapper_traced_inside_another_and_gone(pytester):
+    # `inner` traces twice, only inside `outer`'s trace, and is garbage by the end of the test:
+    # the plugin hears of each miss as it is recorded, so it is still counted and explained.
+    result = _run(
+        pytester,
+        """
+import gc
+
+@pytest.mark.max_traces(1)
+def test_nested():
+    def run():
+        inner = es.filter_jit(lambda x, n: x * n)
+        outer = es.filter_jit(lambda x: inner(x, 1) + inner(x, 2))
+        return outer(jnp.ones(2))
+
+    assert run().tolist() == [3.0, 3.0]
+    gc.collect()
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*max_traces(1)*traced more than 1 time*", "*<lambda>*"])

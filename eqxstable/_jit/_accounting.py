@@ -4,6 +4,7 @@ compile seconds to it."""
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import jax.monitoring
@@ -115,6 +116,9 @@ current = _Current()
 
 # Every live wrapper's `Stats`, for `es.report()`; weak, so a wrapper's counters die with it.
 live_wrappers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# Called as `listener(wrapper, miss)` after each miss is recorded: the hook for tools (the pytest
+# plugin) that must see every miss, also of a wrapper that is gone by the time they look.
+miss_listeners: "list[Callable[[Any, Miss], None]]" = []
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"

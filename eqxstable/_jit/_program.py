@@ -15,7 +15,7 @@ import jax.tree_util as jtu
 
 from .._caches import cache_clears
 from .._keys import key_uses_identity, stable_key
-from ._accounting import Call, current, live_wrappers, Miss
+from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
 from ._cache import Cache, Entry
 from ._guards import check
 from ._signature import diff, Signature, signature
@@ -199,6 +199,8 @@ class Program:
         self.compiled += 1
         call.stats.misses.append(miss)
         call.committed = True
+        for listener in miss_listeners:
+            listener(call.wrapper, miss)
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
