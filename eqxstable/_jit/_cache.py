@@ -83,6 +83,7 @@ class Entry:
         "treedef",
         "types",
         "static_sel",
+        "static_of",
         "dyn_sel",
         "donate_sel",
         "keep_sel",
@@ -107,6 +108,7 @@ class Entry:
         self.mutated: tuple[int | None, str] | None = None
         self.treedef = treedef
         self.static_sel = tuple(not m for m in mask)
+        self.static_of = _getter([i for i, m in enumerate(mask) if not m])
         self.dyn_sel = mask
         self.adopt(leaves, data)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
@@ -202,6 +204,17 @@ class Entry:
         return None
 
 
+def _getter(indices: list[int]) -> Any:
+    """`leaves -> tuple of leaves[i] for i in indices`, in C (`operator.itemgetter`), which is
+    much cheaper than `itertools.compress` over every leaf when few leaves are static."""
+    if not indices:
+        return lambda leaves: ()
+    if len(indices) == 1:
+        (i,) = indices
+        return lambda leaves: (leaves[i],)
+    return operator.itemgetter(*indices)
+
+
 def _leaves_of_first_arg(treedef: Any) -> int:
     args_def = treedef.children()[0]
     if args_def.num_nodes == 1 or not args_def.children():
@@ -236,7 +249,7 @@ class Cache:
             if (
                 entry.types == types
                 and entry.treedef == treedef
-                and all(map(_is, _compress(leaves, entry.static_sel), entry.statics))
+                and all(map(_is, entry.static_of(leaves), entry.statics))
                 and (not entry.check_data or entry.same_node_data(node_data(treedef, leaves)))
             ):
                 if entry.snapshots:
