@@ -77,6 +77,12 @@ def _numpy_scalar(obj, ctx, content_ok):
     return (type(obj), obj.dtype.str, obj.tobytes())
 
 
+def _range(obj, ctx, content_ok):
+    # Not `range.__eq__`, which calls all empty ranges equal: `range(0).start` is 0 and
+    # `range(2, 2).start` is 2.
+    return (range, obj.start, obj.stop, obj.step)
+
+
 def _slice(obj, ctx, content_ok):
     return (
         slice,
@@ -192,7 +198,7 @@ def _resolve(t: type) -> _Handler:
         type(None): _value,
         type(Ellipsis): _value,
         type(NotImplemented): _value,
-        range: _value,
+        range: _range,
         types.CodeType: _value,  # code objects compare by value, constants type-exactly
         float: _float,
         complex: _complex,

@@ -203,6 +203,8 @@ NOT_EQUIVALENT = {
     "frozen dataclass 1 / 1.0": lambda: (Scaler(1), Scaler(1.0)),
     "IntEnum member / int": lambda: (Color.ONE, 1),
     "str / bytes": lambda: ("a", b"a"),
+    "empty ranges": lambda: (range(0), range(2, 2)),
+    "slices 1 / 1.0": lambda: (slice(1), slice(1.0)),
     "lambda bodies": lambda: ((lambda x: x + 1), (lambda x: x - 1)),
     "cross-type __eq__": lambda: (ValueA(1), ValueB(1)),
     "int subclass attributes": lambda: (tagged(1, "a"), tagged(1, "b")),
