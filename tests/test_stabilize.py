@@ -22,7 +22,7 @@ from hypothesis import given
 import eqxstable as es
 from eqxstable._canonical import freeze, FrozenDict, ReadOnlyArray
 
-from .helpers import compile_log
+from .helpers import compile_log, counting_filter_jit
 
 
 _KEY = jr.key(0)
@@ -34,20 +34,13 @@ def _make_mlp() -> eqx.nn.MLP:
 
 
 def test_plain_mlp_with_lambda_activation_traces_once():
-    traces = 0
-
-    @eqx.filter_jit
-    def run(model, x):
-        nonlocal traces
-        traces += 1
-        return model(x)
-
+    run, traces = counting_filter_jit(lambda model, x: model(x))
     reference = _make_mlp()
     with compile_log() as log:
         for i in range(5):
             out = run(es.stabilize(_make_mlp()), _X + i)
             np.testing.assert_allclose(out, reference(_X + i), rtol=1e-6)
-    assert traces == 1
+    assert traces() == 1
     assert log.count("run") == 1
 
 
