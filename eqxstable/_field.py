@@ -1,11 +1,16 @@
 """`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters."""
 
+import dataclasses
 import inspect
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
-import jax.numpy as jnp
+
+from ._access import install
+from ._dynamic import encode
 
 
 MSG_DYNAMIC_AND_STATIC = (
@@ -16,15 +21,44 @@ MSG_DYNAMIC_AND_STATIC = (
     "flag), not both."
 )
 
-# `bool` is listed for completeness: JAX has no weak booleans, so a dynamic `True` is a `bool`
-# array, which is what `jnp.asarray(True)` gives anyway.
-_PYTHON_SCALARS = (bool, int, float, complex)
+class _DynamicField(dataclasses.Field):
+    """The `dataclasses.Field` of a dynamic field: it notes its class when Python creates it, so
+    that the read-back descriptor can be installed once the dataclass is complete."""
+
+    __slots__ = ()
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        super().__set_name__(owner, name)
+        with _lock:
+            _pending.append((weakref.ref(owner), name))
 
 
-class _ToArray:
-    """The converter of a dynamic field: the user's converter first, then a Python scalar
-    becomes a weakly typed 0-d array (`jnp.asarray(0.1)`), so that a `float32` model times a
-    dynamic `0.1` stays `float32`, exactly as with the Python float."""
+# Dynamic fields whose class was being created when last seen (`__set_name__` runs before the
+# dataclass machinery): their descriptors are installed by the next `install_pending`.
+_pending: list[tuple[weakref.ref, str]] = []
+_lock = threading.Lock()
+
+
+def install_pending() -> None:
+    """Installs the read-back descriptor of every dynamic field whose class is complete."""
+    if not _pending:
+        return
+    with _lock:
+        waiting = []
+        for ref, name in _pending:
+            owner = ref()
+            if owner is None:
+                continue
+            if "__dataclass_fields__" in owner.__dict__:
+                install(owner, name)
+            else:
+                waiting.append((ref, name))
+        _pending[:] = waiting
+
+
+class _ToHyper:
+    """The converter of a dynamic field: the user's converter first, then a Python number is
+    stored as a [`Hyper`][eqxstable._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
 
     __slots__ = ("converter", "__signature__")
 
@@ -34,11 +68,10 @@ class _ToArray:
         self.__signature__ = _signature(converter)
 
     def __call__(self, value: Any) -> Any:
+        install_pending()
         if self.converter is not None:
             value = self.converter(value)
-        if type(value) in _PYTHON_SCALARS:
-            return jnp.asarray(value)
-        return value
+        return encode(value)
 
 
 def _signature(converter: Callable[[Any], Any] | None) -> inspect.Signature:
@@ -103,5 +136,8 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
     if dynamic:
         if kwargs.get("static", False):
             raise ValueError(MSG_DYNAMIC_AND_STATIC)
-        kwargs["converter"] = _ToArray(kwargs.get("converter"))
+        kwargs["converter"] = _ToHyper(kwargs.get("converter"))
+        f = eqx.field(**kwargs)
+        f.__class__ = _DynamicField
+        return f
     return eqx.field(**kwargs)

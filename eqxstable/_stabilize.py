@@ -25,6 +25,7 @@ from ._canonical import freeze
 from ._errors import StabilityWarning, warn
 from ._keys import _resolve, _warn_identity
 from ._registry import intern
+from ._static import freeze_static, Static
 
 
 _T = TypeVar("_T")
@@ -150,6 +151,22 @@ def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
     )
 
 
+@ft.cache
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the dataclass fields of `cls`."""
+    return tuple(name for name, _ in _fields(cls))
+
+
+@ft.cache
+def static_fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    """The static dataclass fields of `cls`."""
+    return tuple(
+        f
+        for f in dataclasses.fields(cls)  # pyright: ignore[reportArgumentType]
+        if f.metadata.get("static", False)
+    )
+
+
 class _Walk:
     """One walk: `call` names the public call for messages (`Net(...)`, `eqxstable.stabilize`)."""
 
@@ -191,8 +208,15 @@ class _Walk:
         return self.hash_without_eq(obj, path)
 
     def static(self, obj: Any, path: Any) -> Any:
-        """Inside a static field: the value must become hashable, and arrays are not allowed."""
+        """Inside a static field of a plain module: the value must become hashable, and arrays
+        are not allowed. The module's code reads what is stored, so hashable stand-ins are used
+        (a `FrozenDict` for a dict)."""
         return freeze(obj, self.static_leaf, path)
+
+    def static_value(self, obj: Any, path: Any) -> Any:
+        """The value of a static field of a `StableModule`: its canonical form (a `Static`),
+        read back through the field's descriptor as assigned."""
+        return freeze_static(obj, self.static_leaf, path)
 
     def static_leaf(self, obj: Any, path: Any) -> Any:
         kind = _kind(obj)
@@ -222,6 +246,8 @@ class _Walk:
                 value = d[name]
             except KeyError:
                 continue  # E.g. an abstract field implemented by a property.
+            if is_static and type(value) is Static:
+                continue  # A `StableModule`'s static field: canonical since construction.
             sub = (path, "." + name)
             new = self.static(value, sub) if static or is_static else self.dynamic(value, sub)
             if new is not value:
@@ -274,6 +300,9 @@ class _Walk:
         return obj
 
 
+_PLAIN_STATIC = (str, bool, type(None))
+
+
 def render_path(path: Any) -> str:
     """`("Net", ".layers"), 0), ".table")` as `Net.layers[0].table`."""
     parts = []
@@ -304,27 +333,30 @@ def _field_of(path: Any) -> str:
 
 
 def stabilize_fields(module: Any, call: str) -> None:
-    """Stabilizes the dynamic fields of a freshly built module in place. Only for a module that
-    nobody else has seen yet (inside `StableModule` construction)."""
+    """Stabilizes the fields of a freshly built `StableModule` in place. Only for a module that
+    nobody else has seen yet (inside its construction)."""
     walk = _Walk(call)
     root = type_name(type(module))
     d = module.__dict__
     for name, is_static in _fields(type(module)):
-        if is_static:
-            continue  # Already frozen by the field's converter, before `__check_init__`.
         try:
             value = d[name]
         except KeyError:
             continue
-        new = walk.dynamic(value, (root, "." + name))
+        if is_static:
+            if type(value) is Static or type(value) in _PLAIN_STATIC:
+                continue  # Made canonical during construction, the usual case.
+            new = walk.static_value(value, (root, "." + name))
+        else:
+            new = walk.dynamic(value, (root, "." + name))
         if new is not value:
-            object.__setattr__(module, name, new)
+            d[name] = new
     mark_known(module)
 
 
 def stabilize_static(value: Any, owner: str, name: str) -> Any:
-    """The canonical form of the value of the static field `owner.name`."""
-    return _Walk(f"{owner}(...)").static(value, (owner, "." + name))
+    """The canonical form of the value of the static field `owner.name` of a `StableModule`."""
+    return _Walk(f"{owner}(...)").static_value(value, (owner, "." + name))
 
 
 def stabilize(tree: _T) -> _T:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import eqxstable as es
-from eqxstable._canonical import FrozenDict
+from eqxstable._static import Static
 
 from .helpers import counting_filter_jit
 from .test_module import _KEY, _X, CASES, LambdaField
@@ -74,10 +74,10 @@ def test_numpy_array_in_static_field_is_fine():
 
     source = np.arange(3.0)
     m = Table(source)
-    source[0] = 100.0  # The holder has its own copy.
+    source[0] = 100.0  # The module has its own copy.
     assert m.table[0] == 0.0
     with pytest.raises(ValueError, match="read-only"):
-        m.table.array[0] = 1.0
+        m.table[0] = 1.0
 
 
 def test_numpy_scalar_in_static_field_is_fine():
@@ -89,8 +89,9 @@ def test_numpy_scalar_in_static_field_is_fine():
             return x + self.eps
 
     m = Eps(np.float32(1e-3))
-    assert m.eps.dtype == np.float32 and float(m.eps) == pytest.approx(1e-3)
-    assert Eps(np.float32(1e-3)).eps is m.eps
+    assert type(m.eps) is np.float32 and float(m.eps) == pytest.approx(1e-3)
+    assert Eps(np.float32(1e-3)).__dict__["eps"] is m.__dict__["eps"]
+    assert Eps(np.float64(1e-3)).__dict__["eps"] is not m.__dict__["eps"]
     np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(m, jnp.zeros(2)), 1e-3)
 
 
@@ -165,7 +166,7 @@ class AbstractActivation(es.StableModule):
 
 class Activation(AbstractActivation):
     fn: Callable
-    sizes: Sequence[int] = eqx.field(static=True, converter=lambda s: list(s))  # Then a tuple.
+    sizes: Sequence[int] = eqx.field(static=True, converter=lambda s: list(s))
     gain: float = eqx.field(converter=float)
     checked: list = dataclasses.field(default_factory=list, repr=False, init=False)
 
@@ -175,8 +176,10 @@ class Activation(AbstractActivation):
     def __check_init__(self):
         if self.gain <= 0:
             raise ValueError("`Activation(gain=...)` must be positive.")
-        # Static fields are already in their canonical form here.
-        assert type(self.sizes) is tuple
+        # Static fields read back as assigned (after the converter), read-only.
+        assert isinstance(self.sizes, list)
+        with pytest.raises(TypeError, match="read-only"):
+            self.sizes.append(3)
 
     def __call__(self, x):
         return self.fn(x) + len(self.sizes)
@@ -188,7 +191,7 @@ def test_abstract_final_check_init_converter_post_init():
     run, traces = counting_filter_jit(lambda model, x: model(x))
     for _ in range(5):
         m = Activation(fn=None, sizes=(1, 2), gain=3)  # pyright: ignore[reportArgumentType]
-        assert m.sizes == (1, 2) and type(m.gain) is float
+        assert m.sizes == [1, 2] and type(m.gain) is float
         np.testing.assert_allclose(run(m, _X), 3.0 * _X + 2, rtol=1e-6)
     assert traces() == 1
     with pytest.raises(ValueError, match="must be positive"):
@@ -206,7 +209,8 @@ def test_subclass_of_a_stable_module_stays_stable():
             self.config = {"a": [1]}
             self.fn = lambda x: x + 1
 
-    assert Child().config == FrozenDict({"a": (1,)})
+    assert Child().config == {"a": [1]}
+    assert Child().__dict__["config"] is Child().__dict__["config"]
     assert Child().fn is Child().fn
 
 
@@ -217,8 +221,12 @@ def test_plain_base_class_is_not_changed():
     class Stable(PlainBase, es.StableModule):
         pass
 
-    assert Stable(config=[1, 2]).config == (1, 2)  # pyright: ignore[reportArgumentType]
-    assert PlainBase(config=[1, 2]).config == [1, 2]  # pyright: ignore[reportArgumentType]
+    stable = Stable(config=[1, 2])  # pyright: ignore[reportArgumentType]
+    assert stable.config == [1, 2] and type(stable.__dict__["config"]) is Static
+    plain = PlainBase(config=[1, 2])  # pyright: ignore[reportArgumentType]
+    assert plain.__dict__["config"] == [1, 2] and type(plain.__dict__["config"]) is list
+    assert dataclasses.fields(PlainBase) == dataclasses.fields(Stable)
+    assert all(f.metadata == {"static": True} for f in dataclasses.fields(Stable))
 
 
 def test_tree_at_edits_are_not_canonical_until_stabilized():

@@ -20,7 +20,9 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
+from .._canonical import freeze
 from .._keys import key_uses_identity, stable_key
+from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import function_change
 
@@ -89,6 +91,12 @@ def short_repr(obj: Any) -> str:
 
 
 def _static_leaf(obj: Any) -> StaticLeaf:
+    if type(obj) is Static:
+        # A `StableModule`'s static field: described by the value its code reads, and keyed by
+        # that value's hashable form (a `Static` itself is compared by identity).
+        value = obj.value
+        shown = VIEW_BASES.get(type(value), type(value))
+        return StaticLeaf(stable_key(freeze(value)), shown, short_repr(value))
     return StaticLeaf(stable_key(obj), type(obj), short_repr(obj))
 
 
@@ -126,8 +134,10 @@ def _node(x: Any, treedef: Any) -> Node:
     node_type, data = treedef.node_data()
     fields = None
     if isinstance(x, eqx.Module):
+        # The stored value, as JAX sees it, rather than what an attribute read gives.
+        stored = x.__dict__
         fields = {
-            f.name: _static_leaf(getattr(x, f.name, None))
+            f.name: _static_leaf(stored[f.name] if f.name in stored else getattr(x, f.name, None))
             for f in dataclasses.fields(x)
             if f.metadata.get("static", False)
         }
