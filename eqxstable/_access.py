@@ -67,9 +67,13 @@ class FieldAccess:
         try:
             value = obj.__dict__[self.name]
         except KeyError:
-            raise AttributeError(
-                f"{type(obj).__name__!r} object has no attribute {self.name!r}"
-            ) from None
+            # Never set (a custom `__init__` that skips a field with a default): the class
+            # attribute, as Python's own lookup would find it.
+            if self.default is _MISSING:
+                raise AttributeError(
+                    f"{type(obj).__name__!r} object has no attribute {self.name!r}"
+                ) from None
+            return self.default
         t = type(value)
         if t is Static:
             if value.has_array and _called_by_equinox_construction():

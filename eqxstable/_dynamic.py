@@ -23,6 +23,7 @@ under `jax.enable_x64`. The kind (`"float"`, ...) is the node's data, part of th
 structure: a model built with `2` and one built with `2.0` never share a compiled program.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -55,6 +56,20 @@ class Hyper:
 
     def __repr__(self) -> str:
         return f"Hyper({self.kind}, {self.bits!r})"
+
+    def __reduce__(self):
+        return (_unpickle, (self.kind, self.bits))
+
+
+# Run when a `Hyper` is unpickled: a model unpickled in a fresh process may be the first instance
+# of its class, and the field layer then installs the descriptor that reads it back.
+unpickle_hooks: list[Callable[[], None]] = []
+
+
+def _unpickle(kind: str, bits: Any) -> Hyper:
+    for hook in unpickle_hooks:
+        hook()
+    return Hyper(kind, bits)
 
 
 def encode(value: Any) -> Any:

@@ -1,4 +1,11 @@
-"""`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters."""
+"""`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters.
+
+A dynamic field is stored by its converter (a [`Hyper`][eqxstable._dynamic.Hyper] node holding
+the number's bits) and read back through a descriptor (`_access.FieldAccess`). The descriptor
+can only be put on the class once the dataclass machinery is done with it, after the class
+body, so the field notes its class when Python creates it (`__set_name__`) and the descriptor
+is installed by the next module construction (or at once, by `StableModule`).
+"""
 
 import dataclasses
 import inspect
@@ -10,7 +17,7 @@ from typing import Any
 import equinox as eqx
 
 from ._access import install
-from ._dynamic import encode
+from ._dynamic import encode, unpickle_hooks
 
 
 MSG_DYNAMIC_AND_STATIC = (
@@ -56,6 +63,9 @@ def install_pending() -> None:
         _pending[:] = waiting
 
 
+unpickle_hooks.append(install_pending)
+
+
 class _ToHyper:
     """The converter of a dynamic field: the user's converter first, then a Python number is
     stored as a [`Hyper`][eqxstable._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
@@ -94,13 +104,15 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
 
     **Arguments:**
 
-    - `dynamic`: if `True`, a Python `bool`, `int`, `float` or `complex` stored in this field is
-        converted to a 0-d JAX array that keeps Python's weak typing (`jnp.asarray(0.1)`). It is
-        then a PyTree leaf that `equinox.filter_jit` traces, so rebuilding the module with a new
-        value (a learning rate, a dropout rate, a temperature) does not recompile, and a
-        `float32` model times a dynamic `0.1` stays `float32`. Read the value back with
-        `float(m.scale)`. Any other value (an array, `None`) is kept as it is. A user
-        `converter=` runs first. Cannot be combined with `static=True`.
+    - `dynamic`: if `True`, a Python `bool`, `int` (in int32's range), `float` or `complex`
+        stored in this field is traced but never trained. `equinox.filter_jit` traces it, so
+        rebuilding the module with a new value (a learning rate, a dropout rate, a weight decay)
+        does not recompile; `eqx.is_inexact_array` does not see it, so `eqx.filter_grad` and an
+        optimiser set up with `eqx.filter(model, eqx.is_inexact_array)` leave it as it was. It
+        reads back as the weakly typed array `jnp.asarray(value)` gives (in the current
+        precision), so a `bfloat16` model times a dynamic `0.1` stays `bfloat16`. Any other
+        value (an array, `None`, a larger `int`) is kept as it is. A user `converter=` runs
+        first. Cannot be combined with `static=True`. How it is stored: `eqxstable/_dynamic.py`.
     - `**kwargs`: everything else is passed to `equinox.field` (`static`, `converter`,
         `default`, `init`, ...).
 

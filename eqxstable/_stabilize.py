@@ -37,6 +37,13 @@ MSG_ARRAY_IN_STATIC = (
     "`static=True`); if it must not be trained, filter it out or wrap its use in "
     "`jax.lax.stop_gradient`. A NumPy array is fine in a static field: it is kept read-only."
 )
+MSG_ARRAY_IN_STATIC_FIELD = (
+    "`{call}`: A JAX array is being set as static! The static field `{path}` holds a JAX array, "
+    "which becomes a constant of the compiled program: every new array compiles a new one, and "
+    "it is never traced or trained. Make `{field}` a regular field (drop `static=True`); if it "
+    "must not be trained, filter it out or wrap its use in `jax.lax.stop_gradient`. A NumPy "
+    "array is fine in a static field: it is kept read-only."
+)
 MSG_HASH_WITHOUT_EQ = (
     "`{call}`: `{path}` holds an instance of `{cls}`, a class that defines `__hash__` but not "
     "`__eq__`, so it can only be compared by identity and a rebuilt one always recompiles. "
@@ -170,10 +177,13 @@ def static_fields(cls: type) -> tuple[dataclasses.Field, ...]:
 class _Walk:
     """One walk: `call` names the public call for messages (`Net(...)`, `eqxstable.stabilize`)."""
 
-    __slots__ = ("call",)
+    __slots__ = ("call", "warn_arrays")
 
-    def __init__(self, call: str):
+    def __init__(self, call: str, warn_arrays: bool = False):
         self.call = call
+        # A `StableModule` warns about a JAX array in a static field, as Equinox does; the
+        # walk of `eqxstable.stabilize` raises (a plain module holding one cannot be jitted).
+        self.warn_arrays = warn_arrays
 
     def dynamic(self, obj: Any, path: Any) -> Any:
         """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
@@ -227,12 +237,17 @@ class _Walk:
         if kind is _Kind.INT:
             return obj if _small_int(obj) else intern(obj)
         if kind is _Kind.MODULE:
-            return self.module(obj, path, True)
+            # Interned too: a `StableModule` compares its static values by identity, and a
+            # module rebuilt from equivalent parts must be the same static value.
+            return intern(self.module(obj, path, True))
         if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
-            field = _field_of(path)
-            raise ValueError(
-                MSG_ARRAY_IN_STATIC.format(call=self.call, path=render_path(path), field=field)
-            )
+            where = dict(call=self.call, path=render_path(path), field=_field_of(path))
+            if self.warn_arrays:
+                # As `equinox.Module` does (with the same first sentence): a warning, and the
+                # array kept, compared by identity.
+                warn(MSG_ARRAY_IN_STATIC_FIELD.format(**where), StabilityWarning)
+                return obj
+            raise ValueError(MSG_ARRAY_IN_STATIC.format(**where))
         if kind is _Kind.HASH_WITHOUT_EQ:
             return self.hash_without_eq(obj, path)
         # NumPy scalars, frozen holders, partials and other nodes: keyed as one value.
@@ -335,7 +350,7 @@ def _field_of(path: Any) -> str:
 def stabilize_fields(module: Any, call: str) -> None:
     """Stabilizes the fields of a freshly built `StableModule` in place. Only for a module that
     nobody else has seen yet (inside its construction)."""
-    walk = _Walk(call)
+    walk = _Walk(call, warn_arrays=True)
     root = type_name(type(module))
     d = module.__dict__
     for name, is_static in _fields(type(module)):
@@ -356,7 +371,7 @@ def stabilize_fields(module: Any, call: str) -> None:
 
 def stabilize_static(value: Any, owner: str, name: str) -> Any:
     """The canonical form of the value of the static field `owner.name` of a `StableModule`."""
-    return _Walk(f"{owner}(...)").static_value(value, (owner, "." + name))
+    return _Walk(f"{owner}(...)", warn_arrays=True).static_value(value, (owner, "." + name))
 
 
 def stabilize(tree: _T) -> _T:

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+import jax
 import numpy as np
 
 
@@ -217,6 +218,8 @@ class _Freezer:
             items = [self(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else obj._make(items)
         x = self.leaf(obj, path)
+        if isinstance(x, jax.Array):
+            self.has_array = True  # Kept, after a warning, by the module layer.
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # `Static` holds the leaf, so the `id` is not reused while the key is in the table.
         parts.append((type(x), id(x)))

@@ -56,16 +56,27 @@ def test_nested_modules_passed_in_are_not_changed():
     assert act_first is act
 
 
-def test_jax_array_in_static_field_is_a_clear_error():
+def test_jax_array_in_static_field_warns_as_in_equinox():
     class Bad(es.StableModule):
         weight: jax.Array = eqx.field(static=True)
 
-    # `filterwarnings = error`: Equinox's own "A JAX array is being set as static!" warning
-    # would surface here instead of our error if it came first.
-    with pytest.raises(ValueError, match=r"`Bad\(\.\.\.\)`: the static field `Bad.weight` holds"):
-        Bad(jnp.ones(3))
-    with pytest.raises(ValueError, match=r"`Bad.weight\[1\]\['w'\]`.*Make `weight` a regular"):
+    # As in an `eqx.Module`, a warning (with Equinox's words first, and the field and the fix),
+    # once: Equinox's own check does not warn a second time. The array is kept.
+    match = r"`Bad\(\.\.\.\)`: A JAX array is being set as static! The static field `Bad.weight`"
+    with pytest.warns(es.StabilityWarning, match=match) as record:
+        m = Bad(jnp.ones(3))
+    assert len(record) == 1 and record[0].filename == __file__
+    np.testing.assert_array_equal(m.weight, jnp.ones(3))
+    with pytest.warns(UserWarning, match=r"`Bad.weight\[1\]\['w'\]`.*Make `weight` a regular"):
         Bad((1, {"w": jnp.ones(3)}))  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"`eqxstable.stabilize`: the static field .* holds"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            es.stabilize(PlainBad(jnp.ones(3)))
+
+
+class PlainBad(eqx.Module):
+    weight: jax.Array = eqx.field(static=True)
 
 
 def test_numpy_array_in_static_field_is_fine():
