@@ -16,6 +16,7 @@ description), shape and bytes.
 """
 
 import operator
+import struct
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -132,6 +133,9 @@ _lock = threading.Lock()
 _PLAIN = frozenset({str, bool, type(None)})
 
 _Leaf = Callable[[Any, Any], Any]
+# Immutable atoms whose value (of that exact type) determines what they compute.
+_ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
+_FLOAT = struct.Struct("<d")
 
 
 def _array_parts(a: np.ndarray) -> tuple:
@@ -181,6 +185,11 @@ class _Freezer:
     def __call__(self, obj: Any, path: Any) -> Any:
         t = type(obj)
         parts = self.parts
+        if t in _ATOMS:
+            # Compared by value, type-exactly (a float by its bits: `-0.0` is not `0.0`, a NaN
+            # equals a NaN with the same bits): no need to intern them.
+            parts.append((t, _FLOAT.pack(obj) if t is float else obj))
+            return obj
         if t is list or t is ReadOnlyList or t is tuple:
             parts.append((list if t is ReadOnlyList else t, len(obj)))
             items = [self(x, (path, i)) for i, x in enumerate(obj)]
