@@ -117,7 +117,8 @@ def test_library_callables_are_not_watched():
     # every call of a jitted function would cost more than the call.
     assert snapshot_mutables(jax.nn.relu) is None
     snap = snapshot_mutables(lambda x: jax.nn.relu(x))
-    assert snap is not None and len(snap) == 1
+    # The lambda's own state and the global `jax` it loads; nothing inside JAX.
+    assert snap is not None and len(snap) == 2
 
 
 def test_objects_of_modules_named_like_libraries_are_watched():
