@@ -19,6 +19,8 @@ from ._watch import MISSING
 
 PjitFunction = type(jax.jit(lambda: None))
 _EMPTY = ("empty-cell",)
+# Builtins through which a function can read any global by a name its bytecode does not show.
+_DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
 
 
 def fn_state(f: types.FunctionType) -> tuple:
@@ -95,8 +97,14 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     globals_read: tuple = ()
     if not library:
         r = reads(code)
+        names = r.names
+        looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
+        if any(v is d for v in looked_up for d in _DYNAMIC):
+            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
+            names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
+            names = tuple(dict.fromkeys(names))
         globals_read = tuple(
-            (name, _global(f.__globals__, name, r.attrs.get(name), ctx)) for name in r.names
+            (name, _global(f.__globals__, name, r.attrs.get(name), ctx)) for name in names
         )
     return FunctionKey(
         "fn",

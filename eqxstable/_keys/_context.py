@@ -92,13 +92,13 @@ def compound(fn: Handler) -> Handler:
         if depth is not None:
             return ("cycle", ctx.depth - depth)
         if ctx.depth >= MAX_DEPTH:
-            return identity(obj, ctx)
+            return too_deep(obj, ctx)
         ctx.stack[i] = ctx.depth
         ctx.depth += 1
         try:
             return fn(obj, ctx, content_ok)
         except RecursionError:
-            return identity(obj, ctx)
+            return too_deep(obj, ctx)
         except Exception:
             return identity(obj, ctx)
         finally:
@@ -108,6 +108,22 @@ def compound(fn: Handler) -> Handler:
     handler.__name__ = fn.__name__
     handler.__qualname__ = fn.__qualname__
     return handler
+
+
+def _never(obj: Any) -> tuple:
+    return ()
+
+
+def too_deep(obj: Any, ctx: Ctx) -> Any:
+    """Nested too deeply to key or watch: a key equal to nothing, not even this object's next
+    key, so every call recompiles. Never a wrong answer, never a crash."""
+    ctx.identity = True
+    ctx.states.append((obj, _never, (None,)))
+    return ("too-deep", Identity(_Unkeyable()))
+
+
+class _Unkeyable:
+    __slots__ = ("__weakref__",)
 
 
 def identity(obj: Any, ctx: Ctx) -> Identity:
