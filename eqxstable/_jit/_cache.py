@@ -112,7 +112,7 @@ class Entry:
         self.static_sel = tuple(not m for m in mask)
         self.static_of = _getter([i for i, m in enumerate(mask) if not m])
         self.dyn_sel = mask
-        self.statics = None
+        self.statics: tuple = ()
         # Verify mode: the jaxpr each program of this entry was compiled from, by argument types.
         self.jaxprs: dict | None = None
         self.adopt(leaves, data, watch)
@@ -263,7 +263,7 @@ class Cache:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
         list it appends to) is part of the program, not a later change, so the entry is also
         found under the keys its statics have now."""
-        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics or ()), list(entry.data))
+        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), list(entry.data))
         self.entries.setdefault(key, entry)
         entry.watch = watch
 

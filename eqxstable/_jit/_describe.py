@@ -66,7 +66,9 @@ def _difference(a: Any, b: Any, where: list[str]) -> tuple[list[str], Any, Any]:
         ga, gb = dict(a.globals), dict(b.globals)
         for name in {**ga, **gb}:
             if ga.get(name) != gb.get(name):
-                return _difference(ga.get(name), gb.get(name), [*where, f"the global `{name}` it reads"])
+                return _difference(
+                    ga.get(name), gb.get(name), [*where, f"the global `{name}` it reads"]
+                )
         for label, x, y in (
             ("its default arguments", a.defaults, b.defaults),
             ("its keyword defaults", a.kwdefaults, b.kwdefaults),
@@ -95,7 +97,9 @@ def describe_change(old: Any, new: Any) -> str:
             kind = _kind_of(old, where[:i]) or kind
         return f"the {kind} held by {holder} was changed in place"
     place = " of ".join(reversed(where)) if where else "its value"
-    verb = "was rebound" if where and ("variable" in where[-1] or "global" in where[-1]) else "changed"
+    verb = (
+        "was rebound" if where and ("variable" in where[-1] or "global" in where[-1]) else "changed"
+    )
     return f"{place} {verb}: {render(a)} -> {render(b)}"
 
 

@@ -182,7 +182,8 @@ class Program:
             what = describe_change(old, new)
             reason = (
                 f"`{path}` is the same object as before, but it was changed in place after it "
-                f"was used ({what}), so it was traced again instead of reusing the program compiled before the change; "
+                f"was used ({what}), so it was traced again instead of reusing the program "
+                "compiled before the change; "
                 "pass what changes as an array argument, or keep it unchanged."
             )
             return Miss("mutated", path, reason), sig

@@ -84,7 +84,9 @@ def check(
     actual = _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
     if actual != expected:
         raise StaleProgramError(
-            MSG_STALE.format(name=program.qualname, path=_path(wrapper, entry), what=_what(expected, actual))
+            MSG_STALE.format(
+                name=program.qualname, path=_path(wrapper, entry), what=_what(expected, actual)
+            )
         )
 
 

@@ -12,10 +12,10 @@ import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
 from .._keys import compute
-from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
-from ._guards import OnRecompile
-from ._describe import describe_change
 from . import _verify
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
+from ._describe import describe_change
+from ._guards import OnRecompile
 from ._program import alias_program, get_program
 
 
@@ -168,7 +168,9 @@ class _JitWrapper(Generic[_P, _T]):
                 if self._stats.calls:
                     # Before its first call, a wrapper has nothing stale to explain.
                     what = describe_change(old, key)
-                    rebound = f"`{self.name}` had a value it reads rebound after it was used ({what})"
+                    rebound = (
+                        f"`{self.name}` had a value it reads rebound after it was used ({what})"
+                    )
                 self._use(program, rebound)
         elif self._rebound is not None:
             object.__setattr__(self, "_rebound", None)

@@ -153,7 +153,9 @@ def _writes_once(owner: types.CodeType, name: str) -> bool:
         return any(start <= at <= end for start, end in loops)
 
     if stores:
-        closures = [i.offset for i in instructions if i.opname == "LOAD_CLOSURE" and i.argval == name]
+        closures = [
+            i.offset for i in instructions if i.opname == "LOAD_CLOSURE" and i.argval == name
+        ]
         once = len(stores) == 1 and not in_loop(stores[0])
         before = (
             bool(closures)

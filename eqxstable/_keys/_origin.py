@@ -17,7 +17,9 @@ from typing import Any
 
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    roots = {
+        paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths
+    }
     try:
         roots.update(site.getsitepackages())
     except AttributeError:  # Some virtualenvs ship an old `site` without it.

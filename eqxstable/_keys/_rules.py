@@ -16,7 +16,6 @@ import jax
 import numpy as np
 
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
-
 from . import _callables as c, _values as v
 from ._context import Ctx, Handler
 from ._origin import library_class

@@ -100,7 +100,7 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     value (never the subclass's own `==`) and its attributes."""
     for base in (bool, int, float, complex, str, bytes):
         if isinstance(obj, base):
-            return (type(obj), key(base(obj), ctx, False), extra_attrs(obj, ctx))
+            return (type(obj), key(base(obj), ctx, False), extra_attrs(obj, ctx))  # pyright: ignore
     return identity(obj, ctx)
 
 

@@ -119,7 +119,9 @@ def _deadline(seconds: float) -> Iterator[None]:
 
 def _describe(tree: Any) -> str:
     try:
-        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree))
+        return repr(
+            jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree)
+        )
     except Exception as e:  # noqa: BLE001
         return f"<unprintable: {type(e).__name__}>"
 
@@ -221,8 +223,9 @@ class Harness:
         rep = self._interned.get(obj, lambda: _intern_tree(obj, box))
         return fn(PlainBox(rep) if box else rep, *args)
 
-    def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
-             label: str = "") -> Any:
+    def call(
+        self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False, label: str = ""
+    ) -> Any:
         """Runs one step: the expected answer, the fresh and baseline ones, and the mode's.
 
         **Arguments:**
@@ -282,11 +285,16 @@ class Harness:
 
     # Module-level code and user modules.
 
-    def module(self, source: str, namespace: dict[str, Any] | None = None,
-               filename: str = "<situation>", **names: Any) -> dict[str, Any]:
+    def module(
+        self,
+        source: str,
+        namespace: dict[str, Any] | None = None,
+        filename: str = "<situation>",
+        **names: Any,
+    ) -> dict[str, Any]:
         """Executes `source` at module level in a namespace dict (a script or notebook cell);
         `h`, `jax`, `jnp`, `np`, `eqx` and `ft` are defined there. Returns the namespace."""
-        ns = namespace if namespace is not None else {"__name__": "__main__"}
+        ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__"}
         ns.update(h=self, jax=jax, jnp=jnp, np=np, eqx=eqx, ft=ft, **names)
         exec(compile(textwrap.dedent(source), filename, "exec"), ns)
         return ns
