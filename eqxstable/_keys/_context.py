@@ -149,7 +149,8 @@ class MemoEntry:
 memo: dict[int, MemoEntry] = {}
 
 
-def _forget(i: int, ref: weakref.ref) -> None:
+def _forget(i: int, ref: weakref.ref, memo: dict[int, MemoEntry] = memo) -> None:
+    # `memo` is bound as a default: at interpreter exit, module globals may already be gone.
     entry = memo.get(i)
     if entry is not None and entry.ref is ref:
         del memo[i]
@@ -158,7 +159,7 @@ def _forget(i: int, ref: weakref.ref) -> None:
 def remember(obj: Any, key: Key, watch: Watch) -> None:
     i = id(obj)
     try:
-        ref = weakref.ref(obj, lambda r, i=i: _forget(i, r))
+        ref = weakref.ref(obj, lambda r, i=i, forget=_forget: forget(i, r))
     except TypeError:
         return
     memo[i] = MemoEntry(ref, key, watch.weak())
