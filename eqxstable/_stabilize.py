@@ -23,7 +23,7 @@ import numpy as np
 from ._caches import cache_clears
 from ._canonical import freeze
 from ._errors import StabilityWarning, warn
-from ._keys import _resolve, _warn_identity
+from ._keys import warns_hash_without_eq
 from ._registry import intern
 from ._static import freeze_static, Static
 
@@ -119,7 +119,7 @@ def _hash_without_eq(t: type) -> bool:
     # Exactly the classes that `stable_key` warns about (it knows, e.g., that enum members are
     # singletons, with an identity `__eq__` that is right for them); the walk warns instead,
     # naming the field as well.
-    return _resolve(t) is _warn_identity
+    return warns_hash_without_eq(t)
 
 
 # Modules that a walk has returned, all of whose leaves were canonical then. Returning such a
