@@ -76,9 +76,9 @@ class FieldAccess:
             return self.default
         t = type(value)
         if t is Static:
-            if value.has_array and _called_by_equinox_construction():
+            if value[1] and _called_by_equinox_construction():  # It holds an array.
                 return value
-            return value.value
+            return value[0]
         if t is Hyper:
             return decode(value)
         return value

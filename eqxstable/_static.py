@@ -97,34 +97,60 @@ _forbid(ReadOnlySet, ("symmetric_difference_update", "update"))
 VIEW_BASES: dict[type, type] = {ReadOnlyDict: dict, ReadOnlyList: list, ReadOnlySet: set}
 
 
-class Static:
+class _Anchor:
+    """What the canonical table holds weakly: a tuple cannot be weakly referenced, so each
+    `Static` holds one of these, which holds the `Static` (a cycle that the garbage collector
+    clears once no module holds the `Static`)."""
+
+    __slots__ = ("static", "__weakref__")
+
+
+class Static(tuple):
     """The canonical form of one static field's value in an `eqxstable.StableModule`.
 
     - `value`: what the module's code reads: the value as assigned, read-only where the original
         was mutable.
-    - `has_array`: whether a NumPy array or scalar is in it (Equinox warns about arrays in static
-        fields, so its own check is shown the `Static`, never the arrays).
+    - `has_array`: whether an array is in it (Equinox warns about arrays in static fields, so its
+        own check is shown the `Static`, never the arrays).
     - `parts`: the structure and the leaves' identities, the key of the canonical table.
 
     Equal only to itself, with an identity hash, as one object stands for the whole class.
-    Copies and pickles come back as the canonical object.
+    Copies and pickles come back as the canonical object. It is a tuple so that
+    `eqxstable.stable_key` keys it by its contents (a closure in it is watched for a rebound
+    cell, as anywhere else), whatever its own `==` says.
     """
 
-    __slots__ = ("value", "has_array", "parts", "__weakref__")
+    def __new__(cls, value: Any, has_array: bool, parts: tuple) -> "Static":
+        anchor = _Anchor()
+        self = tuple.__new__(cls, (value, has_array, parts, anchor))
+        anchor.static = self
+        return self
 
-    def __init__(self, value: Any, has_array: bool, parts: tuple):
-        self.value = value
-        self.has_array = has_array
-        self.parts = parts
+    @property
+    def value(self) -> Any:
+        return self[0]
+
+    @property
+    def has_array(self) -> bool:
+        return self[1]
+
+    @property
+    def parts(self) -> tuple:
+        return self[2]
+
+    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
+    __ne__ = object.__ne__  # pyright: ignore[reportAssignmentType]
+    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
-        return (_restore, (self.value,))
+        return (_restore, (self[0],))
 
     def __repr__(self) -> str:
-        return f"Static({self.value!r})"
+        return f"Static({self[0]!r})"
 
 
-_table: "weakref.WeakValueDictionary[tuple, Static]" = weakref.WeakValueDictionary()
+# `parts` -> the anchor of the canonical `Static` with those parts.
+_table: "weakref.WeakValueDictionary[tuple, _Anchor]" = weakref.WeakValueDictionary()
 _arrays: dict[tuple, list[weakref.ref]] = {}
 _lock = threading.Lock()
 
@@ -272,9 +298,12 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
     value = freezer(obj, path)
     parts = tuple(freezer.parts)
     with _lock:
-        found = _table.get(parts)
-        if found is None:
-            found = _table[parts] = Static(value, freezer.has_array, parts)
+        anchor = _table.get(parts)
+        if anchor is None:
+            found = Static(value, freezer.has_array, parts)
+            _table[parts] = found[3]
+        else:
+            found = anchor.static
     return found
 
 

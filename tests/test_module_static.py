@@ -302,3 +302,32 @@ def test_training_loop_with_a_static_permutation():
     np.testing.assert_allclose(stable_loss, plain_loss, rtol=1e-6)
     np.testing.assert_allclose(stable.linear.weight, plain.linear.weight, rtol=1e-6)
     assert stable.__dict__["perm"] is stable_model.__dict__["perm"]
+
+
+def test_a_rebound_closure_in_a_static_field_is_retraced_by_the_stable_filter_jit():
+    # The canonical form is keyed by what it holds: a cell rebound after the first call is
+    # noticed, and the program is traced again for the new value.
+    def make(c):
+        def f(x):
+            return x * c
+
+        def rebind(value):
+            nonlocal c
+            c = value
+
+        return f, rebind
+
+    class Holder(es.StableModule):
+        fn: Any = eqx.field(static=True)
+
+        def __call__(self, x):
+            return self.fn(x)
+
+    f, rebind = make(2.0)
+    run = es.filter_jit(lambda model, x: model(x))
+    model = Holder(f)
+    np.testing.assert_array_equal(run(model, jnp.ones(2)), [2.0, 2.0])
+    rebind(3.0)
+    np.testing.assert_array_equal(run(model, jnp.ones(2)), [3.0, 3.0])
+    np.testing.assert_array_equal(run(Holder(f), jnp.ones(2)), [3.0, 3.0])
+    assert [m.kind for m in run.misses] == ["first", "mutated"]
