@@ -22,7 +22,7 @@ import pytest
 
 import eqxstable as es
 
-from .helpers import compile_log, counting_filter_jit
+from .helpers import compile_log, counting_filter_jit, rebindable
 
 
 def _permute_layer(base: type, name: str) -> type:
@@ -307,23 +307,13 @@ def test_training_loop_with_a_static_permutation():
 def test_a_rebound_closure_in_a_static_field_is_retraced_by_the_stable_filter_jit():
     # The canonical form is keyed by what it holds: a cell rebound after the first call is
     # noticed, and the program is traced again for the new value.
-    def make(c):
-        def f(x):
-            return x * c
-
-        def rebind(value):
-            nonlocal c
-            c = value
-
-        return f, rebind
-
     class Holder(es.StableModule):
         fn: Any = eqx.field(static=True)
 
         def __call__(self, x):
             return self.fn(x)
 
-    f, rebind = make(2.0)
+    f, rebind = rebindable(2.0)
     run = es.filter_jit(lambda model, x: model(x))
     model = Holder(f)
     np.testing.assert_array_equal(run(model, jnp.ones(2)), [2.0, 2.0])

@@ -77,7 +77,8 @@ def _difference(a: Any, b: Any, where: list[str]) -> tuple[list[str], Any, Any]:
             if x != y:
                 return [*where, label], x, y
     if type(a) is MutableKey and type(b) is MutableKey and a.identity == b.identity:
-        return _difference(a.contents, b.contents, [*where, "its contents"])
+        # The same object with other contents: changed in place; which item is not needed.
+        return where, a, b
     if type(a) is tuple and type(b) is tuple and len(a) == len(b) and not isinstance(a[0], type):
         diffs = [(x, y) for x, y in zip(a, b) if x != y]
         if len(diffs) == 1:
@@ -89,42 +90,18 @@ def describe_change(old: Any, new: Any) -> str:
     """How a static value's key changed, as a clause: "the global `lr` it reads was rebound:
     0.1 -> 0.5", "the list held by the variable `v` it captures was changed in place"."""
     where, a, b = _difference(old, new, [])
-    if "its contents" in where:
-        i = where.index("its contents")
-        holder = " of ".join(reversed(where[:i])) or "it"
-        kind = type(a.identity.obj).__name__ if type(a) is MutableKey else "object"
-        if i + 1 == len(where) or type(a) is not MutableKey:
-            kind = _kind_of(old, where[:i]) or kind
-        return f"the {kind} held by {holder} was changed in place"
-    place = " of ".join(reversed(where)) if where else "its value"
+    place = " of ".join(reversed(where))
+    if type(a) is MutableKey and type(b) is MutableKey and a.identity == b.identity:
+        kind = type(a.identity.obj).__name__
+        return (
+            f"the {kind} held by {place} was changed in place"
+            if place
+            else (f"the {kind} was changed in place")
+        )
     verb = (
         "was rebound" if where and ("variable" in where[-1] or "global" in where[-1]) else "changed"
     )
-    return f"{place} {verb}: {render(a)} -> {render(b)}"
-
-
-def _kind_of(key: Any, where: list[str]) -> str | None:
-    """The type name of the changeable object at `where` in `key`, if it can be found."""
-    part = key.parts if isinstance(key, Key) else key
-    found = _find_mutable(part)
-    return None if found is None else type(found.identity.obj).__name__
-
-
-def _find_mutable(part: Any) -> Any:
-    if type(part) is MutableKey:
-        return part
-    if type(part) is FunctionKey:
-        for x in part.cells:
-            found = _find_mutable(x)
-            if found is not None:
-                return found
-        return None
-    if type(part) is tuple:
-        for x in part:
-            found = _find_mutable(x)
-            if found is not None:
-                return found
-    return None
+    return f"{place or 'its value'} {verb}: {render(a)} -> {render(b)}"
 
 
 def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:

@@ -119,7 +119,7 @@ class Program:
             leaves[i] = x
         return self.fun_treedef.unflatten(leaves)
 
-    split_output = staticmethod(lambda out: _split_output(out))
+    split_output = staticmethod(_split_output)
 
     def clear(self) -> None:
         self.cache.clear()

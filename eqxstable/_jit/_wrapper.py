@@ -82,6 +82,7 @@ class _JitWrapper(Generic[_P, _T]):
         "_fun_watch",
         "_rebound",
         "_filter_warning",
+        "_verifying",
         "__dict__",
         "__weakref__",
     )
@@ -115,6 +116,8 @@ class _JitWrapper(Generic[_P, _T]):
         init("on_recompile", on_recompile)
         init("jitkwargs", tuple(sorted(jitkwargs.items())))
         init("verify", verify)
+        # Decided once: reading the environment on every call would cost the hit path.
+        init("_verifying", _verify.enabled(verify))
         which, filter_warning = _DONATE[donate]
         program = get_program(fun, which, jitkwargs)
         # As `functools.update_wrapper`, which a frozen dataclass does not allow.
@@ -207,7 +210,7 @@ class _JitWrapper(Generic[_P, _T]):
         finally:
             current.call = previous
         self._stats.calls += 1
-        if _verify.enabled(self.verify):
+        if self._verifying:
             if call.committed:
                 _verify.record(program, entry, donated, kept, self._fun_dynamic)
             else:
