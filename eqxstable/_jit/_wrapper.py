@@ -210,12 +210,17 @@ class _JitWrapper(Generic[_P, _T]):
         finally:
             current.call = previous
         self._stats.calls += 1
+        verified = False
         if self._verifying:
             if call.committed:
                 _verify.record(program, entry, donated, kept, self._fun_dynamic)
             else:
                 _verify.check(program, self, entry, donated, kept, self._fun_dynamic)
-        if call.committed:
+                # The check traced the function: what it changed in itself then is part of the
+                # program too, as after any trace.
+                program.cache.rekey(entry)
+                verified = True
+        if call.committed or verified:
             # What the function changed in itself while traced (a `nonlocal` trace counter) is
             # not a change after the program was made.
             self._resnapshot()
