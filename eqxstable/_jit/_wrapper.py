@@ -281,9 +281,9 @@ class _JitWrapper(Generic[_P, _T]):
             self._stats.calls += 1
             if _verify.enabled(self._aux.verify):
                 if call.committed:
-                    _verify.record(program, entry, donated, kept, self._dynamic)
+                    _verify.record(program, entry, donated, kept, list(self._dynamic))
                 else:
-                    _verify.check(program, self, entry, donated, kept, self._dynamic)
+                    _verify.check(program, self, entry, donated, kept, list(self._dynamic))
             if call.committed:
                 state.traced(program)
             return out
