@@ -67,3 +67,15 @@ def test_log_records_outside_stable_calls_are_untouched(caplog):
     with caplog.at_level(logging.ERROR, logger="jax._src.callback"):
         logging.getLogger("jax._src.callback").error("jax.pure_callback failed")
     assert [r.getMessage() for r in caplog.records] == ["jax.pure_callback failed"]
+
+
+def test_only_programs_that_can_raise_are_waited_for():
+    # Equinox waits for every call so that an `error_if` failure is raised by the call (on a GPU
+    # it would otherwise surface where the result is used). The stable wrapper waits only for
+    # programs holding such a check, and keeps every other call asynchronous.
+    checked = es.filter_jit(_positive_is_an_error)
+    plain = es.filter_jit(lambda x: x * 2)
+    checked(jnp.asarray(-1.0))
+    plain(jnp.asarray(-1.0))
+    assert len(checked._program.waits) == 1
+    assert len(plain._program.waits) == 0

@@ -108,6 +108,8 @@ class Program:
         self.compiled = 0
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
         self.template = parts.template
+        # The entries whose compiled programs can raise while they run: their calls wait.
+        self.waits: set[Entry] = set()
         self.jitted = self._make_jitted()
         _all_programs.add(self)
 
@@ -121,6 +123,7 @@ class Program:
         self.cache.clear()
         self.history.clear()
         self.compiled = 0
+        self.waits = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
 

@@ -18,6 +18,7 @@ from typing import Any
 import equinox as eqx
 import equinox._jit as eqx_jit
 import jax
+from jax.extend import core as jcore
 
 from ._accounting import current
 
@@ -39,6 +40,38 @@ _MSG_FALLBACK = (
     "variable `EQX_ON_ERROR=breakpoint` to open a debugger where it failed, or `JAX_DISABLE_JIT=1` "
     "to run the program as plain Python."
 )
+
+
+# Host callbacks whose failure raises: `equinox.error_if` runs as a `pure_callback`.
+_RAISING_CALLBACKS = frozenset({"pure_callback", "io_callback"})
+
+
+def raises_at_run_time(program: Any, entry: Any, donated: list, kept: list, dynamic: Any) -> bool:
+    """Whether the program just compiled for `entry` can raise while it runs (it holds a host
+    callback, as every `equinox.error_if` check does).
+
+    `equinox.filter_jit` waits for every call to finish, so that such an error is raised by the
+    call itself; the stable wrapper waits only for programs that can raise. The jaxpr comes from
+    JAX's trace cache (the call just traced it), so the function is not run again.
+    """
+    try:
+        closed = program.jitted.trace(donated, kept, dynamic, entry).jaxpr
+    except Exception:
+        return False
+    return _has_callback(closed.jaxpr)
+
+
+def _has_callback(jaxpr: Any) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _RAISING_CALLBACKS:
+            return True
+        for value in eqn.params.values():
+            for sub in value if type(value) is tuple else (value,):
+                if isinstance(sub, jcore.ClosedJaxpr):
+                    sub = sub.jaxpr
+                if isinstance(sub, jcore.Jaxpr) and _has_callback(sub):
+                    return True
+    return False
 
 
 def new_jit_id() -> bytes:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, NamedTuple, TYPE_CHECKING, TypeVar
 
 import equinox as eqx
+import jax
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
@@ -19,7 +20,7 @@ from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._program import alias_program, get_program, Program
-from ._runtime_error import equinox_error, new_jit_id
+from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -269,6 +270,15 @@ class _JitWrapper(Generic[_P, _T]):
                     out = program.jitted(donated, kept, self._dynamic, entry)
             else:
                 out = program.jitted(donated, kept, self._dynamic, entry)
+            if call.committed:
+                state.traced(program)
+                if raises_at_run_time(program, entry, donated, kept, self._dynamic):
+                    program.waits.add(entry)
+            if program.waits and entry in program.waits:
+                # A program that can raise while it runs (an `equinox.error_if` check) is
+                # waited for, as `equinox.filter_jit` waits for every call, so that its error
+                # is raised here rather than wherever the result is first used.
+                jax.block_until_ready(out)
         except BaseException as e:
             # A call that failed before its miss was recorded (an error while tracing, or a
             # guard that refused to recompile) did not happen as far as the counters go.
@@ -280,12 +290,13 @@ class _JitWrapper(Generic[_P, _T]):
         else:
             self._stats.calls += 1
             if _verify.enabled(self._aux.verify):
+                # The very arguments of the call (a tuple), so that JAX's trace cache serves the
+                # recorded jaxpr without running the function again.
+                dynamic: Any = self._dynamic
                 if call.committed:
-                    _verify.record(program, entry, donated, kept, list(self._dynamic))
+                    _verify.record(program, entry, donated, kept, dynamic)
                 else:
-                    _verify.check(program, self, entry, donated, kept, list(self._dynamic))
-            if call.committed:
-                state.traced(program)
+                    _verify.check(program, self, entry, donated, kept, dynamic)
             return out
         finally:
             current.call = previous
