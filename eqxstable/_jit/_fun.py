@@ -3,7 +3,6 @@ those of any argument (so a new module with new weights needs no new program), a
 part, which is what a program is compiled for and what it is keyed by.
 """
 
-import weakref
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -53,37 +52,3 @@ def static_key(fun: Any, parts: FunParts, donate: str, jitkwargs: tuple) -> Any:
     else:
         static = fun
     return stable_key((parts.treedef, static, donate, jitkwargs))
-
-
-class _Same:
-    """One object, compared by identity, held weakly (so that a dead object's `id()` reused by a
-    new one never compares equal: CPython never hands a dead weak reference to a new object)."""
-
-    __slots__ = ("ref", "_hash")
-
-    def __init__(self, obj: Any):
-        self.ref = weakref.ref(obj)
-        self._hash = id(obj)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Same and other.ref is self.ref
-
-
-def static_objects(parts: FunParts) -> tuple:
-    """The identities of the objects in the function's static part that can be weakly
-    referenced (functions, modules, plain objects; not numbers, strings, tuples or dicts): what
-    makes "this very function" of an equivalent one. See `get_program`."""
-    data = node_data(parts.treedef, list(parts.template))
-    found = [x for x in parts.template if x is not None]
-    for d in data:
-        found.extend(d if type(d) in (tuple, list) else (d,))
-    same = []
-    for x in found:
-        try:
-            same.append(_Same(x))
-        except TypeError:
-            pass
-    return tuple(same)

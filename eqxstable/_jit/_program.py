@@ -18,7 +18,7 @@ from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
 from ._bind import Binder
 from ._cache import Cache, Entry
 from ._describe import describe_change
-from ._fun import FunParts, static_key, static_objects
+from ._fun import FunParts, static_key
 from ._guards import check
 from ._signature import diff, Signature, signature
 
@@ -227,8 +227,8 @@ _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 # Programs by the key of what they are compiled for (`static_key`: the function without its
 # arrays, and the options), shared by every wrapper of an equivalent function until
 # `es.clear_caches()`, as `equinox.filter_jit` shares its compiled programs; the key covers
-# everything the function's trace can read. Also by `(key, static_objects)` after a trace that
-# changed the function itself (see `alias_program`).
+# everything the function's trace can read. Also by the key a function has after a trace that
+# changed it (see `alias_program`).
 _shared: dict[Any, Program] = {}
 
 
@@ -242,21 +242,19 @@ def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any
     key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
-        program = _shared.get((key, static_objects(parts)))
-    if program is None:
         program = _shared[key] = Program(fun, parts, donate, jitkwargs, key)
     return program
 
 
 def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
     """After `fun` traced `program`: what a function changes in itself while traced (a
-    `nonlocal` trace counter) is part of the program, so another wrapper of *this very function*
-    (the same objects: `es.filter_jit(f)` or `es.filter_jit(m.method)` made again) reuses it. An
-    equivalent copy made elsewhere in the changed state does not: it never ran this trace, and
-    tracing it may compute something else (`n += 1; return x * n`)."""
+    `nonlocal` trace counter) is part of the program, so another wrapper of this function
+    (`es.filter_jit(f)` or `es.filter_jit(m.method)` made again) reuses it. The key of what can
+    change in place names it by identity (a rebound cell, a list), so an equivalent copy made
+    elsewhere in the changed state, which never ran this trace, does not find it."""
     key = static_key(fun, parts, program.donate, _options(program.jitkwargs))
     if key != program.key:
-        _shared.setdefault((key, static_objects(parts)), program)
+        _shared.setdefault(key, program)
 
 
 def _clear_all() -> None:
