@@ -15,7 +15,10 @@ JAX runs from it:
 - the jaxpr's effects; a `ClosedJaxpr`'s constants by dtype, shape and bytes.
 
 Left out, as they never change what runs: source locations and debug info (names of arguments
-and results). Jaxprs are immutable by JAX's own convention (JAX caches on them by identity), so a
+and results). A parameter that is itself a Python callable (a `custom_jvp`'s rule, a callback's
+function) is keyed by `key_of` like any value; JAX makes some of those afresh on every trace, so a
+jaxpr holding one (e.g. `jax.nn.relu`) may only ever equal itself: a recompile, never a wrong
+answer. Jaxprs are immutable by JAX's own convention (JAX caches on them by identity), so a
 key computed once stays valid. Anything unexpected (an unknown variable, an unreadable constant)
 gives `None`: the caller then falls back to identity, which is always safe.
 """
