@@ -143,3 +143,12 @@ def test_a_rebuilt_module_holding_a_rebuilt_lambda_shares_the_program(compiles):
         model = Net(Scale(jnp.asarray(w)), lambda v: v + 1)
         assert float(es.filter_jit(model)(jnp.asarray(3.0))) == 3 * w + 1
     assert compiles.count("Net") == 1
+
+
+def test_a_new_shape_of_the_functions_own_array_is_explained():
+    es.filter_jit(Scale(jnp.ones(3)))(jnp.asarray(2.0))
+    wider = es.filter_jit(Scale(jnp.ones(4)))
+    assert wider(jnp.asarray(2.0)).tolist() == [2.0] * 4
+    miss = wider.misses[-1]
+    assert (miss.kind, miss.path) == ("shape", "fun.weight")
+    assert "float32[3] -> float32[4]" in miss.reason

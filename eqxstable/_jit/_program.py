@@ -20,7 +20,7 @@ from ._cache import Cache, Entry
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
-from ._signature import diff, Signature, signature
+from ._signature import _array_leaf, diff, Signature, signature
 
 
 _HISTORY_SEARCHED = 64
@@ -166,6 +166,13 @@ class Program:
         except RecursionError:
             # A pytree nested deeper than Python's recursion limit: still compile, unexplained.
             sig = None
+        if sig is not None and call.wrapper._dynamic:
+            # The function's own arrays are arguments of the program too (`fun.weight`).
+            fun_leaves = tuple(
+                (f"fun{jtu.keystr(path)}", _array_leaf(x))
+                for (path, x) in call.wrapper._array_paths()
+            )
+            sig = Signature(sig.leaves + fun_leaves, sig.nodes)
         rebound = call.wrapper._state.rebound
         if rebound is not None:
             reason = (

@@ -238,6 +238,11 @@ class _JitWrapper(Generic[_P, _T]):
         # What verify mode rebuilds the function from.
         return self._state.parts.template
 
+    def _array_paths(self) -> list[tuple[tuple, Any]]:
+        """`(path inside the function, array)` for each of the function's arrays."""
+        keyed, _ = _flatten_wrapper_with_keys(self)
+        return [(key.path, x) for key, x in keyed]
+
     @property
     def _program(self) -> Program:
         return self._state.program
