@@ -152,3 +152,16 @@ def test_a_new_shape_of_the_functions_own_array_is_explained():
     miss = wider.misses[-1]
     assert (miss.kind, miss.path) == ("shape", "fun.weight")
     assert "float32[3] -> float32[4]" in miss.reason
+
+
+def test_a_shared_program_keeps_no_weights_alive():
+    import gc
+    import weakref
+
+    weight = jnp.arange(5.0)
+    ref = weakref.ref(weight)
+    jitted = es.filter_jit(Scale(weight))
+    assert jitted(jnp.asarray(1.0)).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    del weight, jitted
+    gc.collect()
+    assert ref() is None

@@ -25,12 +25,15 @@ class Binder:
         a signature (some builtins) is called with its arguments as given.
     """
 
-    __slots__ = ("_fun", "_signature", "_plans")
+    __slots__ = ("_signature", "_plans")
 
     def __init__(self, fun: Any):
-        # The function until its signature is first needed; then `None`.
-        self._fun: Any = fun
-        self._signature: inspect.Signature | None = None
+        # Only the signature is kept: programs live as long as the process, and the function
+        # (a module) may hold large arrays.
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(fun)
+        except Exception:  # TypeError, ValueError, or whatever a custom `__signature__` raises
+            self._signature = None
         self._plans: dict[tuple, tuple[str, ...]] = {}
 
     def __call__(self, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
@@ -43,13 +46,6 @@ class Binder:
         return args + tuple([kwargs.pop(name) for name in plan]), kwargs
 
     def _plan(self, args: tuple, kwargs: dict[str, Any]) -> tuple[str, ...]:
-        if self._fun is not None:
-            try:
-                self._signature = inspect.signature(self._fun)
-            except (TypeError, ValueError):
-                pass
-            # The signature is all that is needed from now on.
-            self._fun = None
         signature = self._signature
         if signature is None:
             plan = _UNCHANGED
