@@ -38,6 +38,15 @@ MSG_UNKNOWN = (
     "Register one first with `eqxstable.register({name!r}, fn)`."
 )
 MSG_NAME_TYPE = "`eqxstable.register(name, ...)`: `name` must be a str, not {type}."
+MSG_NAME_EMPTY = (
+    "`eqxstable.register({name!r}, ...)`: the name is empty; give the callable a name to look "
+    "it up by, e.g. `es.register(\"swish\", swish)`."
+)
+MSG_NOT_CALLABLE = (
+    "`eqxstable.register({name!r}, fn)`: `fn` must be a callable (a function, a partial, a "
+    "module), not {type} {value!r}. To use `register` as a decorator, write "
+    "`@es.register({name!r})` above the function."
+)
 
 
 def _drop(key: Key, ref: weakref.ref) -> None:
@@ -155,7 +164,9 @@ def register(name: str, fn: Any = None) -> Any:
 
     **Raises:**
 
-    [`eqxstable.RegistryError`][] if `name` is taken by a callable that is not equivalent.
+    [`eqxstable.RegistryError`][] if `name` is taken by a callable that is not equivalent;
+    `TypeError` if `name` is not a string or `fn` is not callable; `ValueError` if `name` is
+    empty.
 
     !!! example
 
@@ -169,8 +180,12 @@ def register(name: str, fn: Any = None) -> Any:
     """
     if not isinstance(name, str):
         raise TypeError(MSG_NAME_TYPE.format(type=type(name).__name__))
+    if not name.strip():
+        raise ValueError(MSG_NAME_EMPTY.format(name=name))
     if fn is None:
         return lambda f: register(name, f)
+    if not callable(fn):
+        raise TypeError(MSG_NOT_CALLABLE.format(name=name, type=type(fn).__name__, value=fn))
     canonical = intern(fn)
     with _lock:
         old = _names.get(name)

@@ -20,10 +20,12 @@ OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
 
 
 def _public_names() -> set[str]:
+    # `dir`, not `vars`: the package imports most of its names when first used.
     return {
         name
-        for name, value in vars(es).items()
-        if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+        for name in dir(es)
+        if not name.startswith("_")
+        and (inspect.isfunction(getattr(es, name)) or inspect.isclass(getattr(es, name)))
     }
 
 

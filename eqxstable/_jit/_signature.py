@@ -11,6 +11,7 @@ is the internal API the tools (`eqxstable doctor`) build on.
 
 import dataclasses
 import operator
+import types
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -21,7 +22,7 @@ import numpy as np
 from jax.core import Tracer
 
 from .._canonical import freeze
-from .._keys import key_uses_identity, stable_key
+from .._keys import Identity, key_uses_identity, stable_key
 from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import function_change
@@ -204,7 +205,12 @@ def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Differen
     if described is not None:
         kind, reason = described
         return _Difference(kind, path, reason)  # pyright: ignore[reportArgumentType]
-    if old.type is new.type and key_uses_identity(old.key) and key_uses_identity(new.key):
+    if old.type is new.type and (
+        (_by_identity(old) and _by_identity(new))
+        or (old.text == new.text and old.type not in _SCALARS)
+    ):
+        # Compared by identity, or nothing that can be shown changed: either way a new object
+        # of the same kind was passed where an equal one was expected.
         return _Difference(
             "identity",
             path,
@@ -223,6 +229,16 @@ def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Differen
         "static",
         path,
         f"static value `{path}` changed: {_describe_static(old)} -> {_describe_static(new)}; {fix}",
+    )
+
+
+def _by_identity(leaf: StaticLeaf) -> bool:
+    """Whether the value is compared by identity: a fallback for a changeable object, or an
+    object whose own equality is identity (a JAX `Jaxpr`), but not a class or a module."""
+    if key_uses_identity(leaf.key):
+        return True
+    return isinstance(leaf.key.parts, Identity) and not issubclass(
+        leaf.type, (type, types.ModuleType)
     )
 
 
