@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 
+from ._compat import jit_parts
 from ._key_context import (
     _compound,
     _dict_state,
@@ -104,10 +105,10 @@ def _builtin(f, ctx, content_ok):
 
 @_compound
 def _pjit(f, ctx, content_ok):
-    # `jax.jit(fun, **options)` keeps `fun` and every option in `_fun` and `_jit_info`. These are
-    # JAX internals: if they move, fall back to identity (and `tests/test_keys.py` notices).
-    try:
-        fun, info = f._fun, f._jit_info
-    except AttributeError:
+    # `jax.jit(fun, **options)` keeps `fun` and every option (JAX internals, read in `_compat.py`):
+    # if they move, fall back to identity (and `tests/test_compat.py` notices).
+    parts = jit_parts(f)
+    if parts is None:
         return _identity(f, ctx, content_ok)
+    fun, info = parts
     return ("jit", _key(fun, ctx, False), _key(info, ctx, False))

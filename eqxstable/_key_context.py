@@ -161,7 +161,9 @@ class _MemoEntry:
 _memo: dict[int, _MemoEntry] = {}
 
 
-def _forget(i: int, ref: weakref.ref) -> None:
+def _forget(i: int, ref: weakref.ref, _memo: dict = _memo) -> None:
+    # `_memo` is bound when the function is defined: at interpreter exit, a weak reference may
+    # call this after the module's globals were cleared.
     entry = _memo.get(i)
     if entry is not None and entry.ref is ref:
         del _memo[i]

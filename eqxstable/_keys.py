@@ -258,7 +258,7 @@ def compute_key(obj: Any, use_memo: bool = True) -> tuple[Key, _Ctx]:
     if isinstance(obj, _MEMO_TYPES) and not ctx.copied_arrays:
         i = id(obj)
         try:
-            ref = weakref.ref(obj, lambda r, i=i: _forget(i, r))
+            ref = weakref.ref(obj, lambda r, i=i, forget=_forget: forget(i, r))
         except TypeError:
             pass
         else:

@@ -10,6 +10,7 @@ import struct
 import types
 from typing import Any
 
+from .._compat import code_qualname
 from .._key_types import Equal, Identity, Key, Namespace
 
 
@@ -17,8 +18,7 @@ _MAX = 40
 
 
 def _where(code: types.CodeType) -> str:
-    name = getattr(code, "co_qualname", code.co_name)  # `co_qualname` is new in Python 3.11.
-    return f"`{name}` defined at {code.co_filename}:{code.co_firstlineno}"
+    return f"`{code_qualname(code)}` defined at {code.co_filename}:{code.co_firstlineno}"
 
 
 def render(part: Any) -> str:
