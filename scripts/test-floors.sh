@@ -7,6 +7,7 @@
 #   bash scripts/test-floors.sh newest     the newest Python found, with the newest releases that
 #                                          the package index offers for it
 #
+# `PINS="name==version ..."` overrides single pins (a row of the matrix between floor and newest).
 # Extra arguments are handed to pytest instead of running the whole `scripts/test.sh`, e.g.
 # `bash scripts/test-floors.sh floor -x tests/test_jit.py`. The venv lives in a temporary folder
 # and is deleted on exit (or in `$FLOORS_VENV`, kept); pip's download cache is reused between runs.
@@ -82,6 +83,12 @@ for req in project["dependencies"] + project["optional-dependencies"]["test"]:
 else
     : >"$constraints"
 fi
+# `PINS="equinox==0.13.2 jax==0.6.2"` replaces those pins, for the rows of the matrix in between.
+for pin in ${PINS:-}; do
+    grep -iv "^${pin%%==*}==" "$constraints" >"$constraints.new" || true
+    echo "$pin" >>"$constraints.new"
+    mv "$constraints.new" "$constraints"
+done
 echo "== $mode: $("$venv/bin/python" --version) ($python)"
 sed 's/^/   pin /' "$constraints"
 
