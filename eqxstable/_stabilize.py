@@ -128,7 +128,9 @@ def _hash_without_eq(t: type) -> bool:
 _known: dict[int, weakref.ref] = {}
 
 
-def _forget(i: int, ref: weakref.ref) -> None:
+def _forget(i: int, ref: weakref.ref, _known: dict = _known) -> None:
+    # `_known` is bound when the function is defined: at interpreter exit, a weak reference may
+    # call this after the module's globals were cleared.
     if _known.get(i) is ref:
         del _known[i]
 
@@ -142,7 +144,7 @@ def mark_known(m: Any) -> None:
     """Records that every leaf of the module `m` is canonical."""
     i = id(m)
     try:
-        _known[i] = weakref.ref(m, lambda r, i=i: _forget(i, r))
+        _known[i] = weakref.ref(m, lambda r, i=i, forget=_forget: forget(i, r))
     except TypeError:
         pass
 

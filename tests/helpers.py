@@ -25,7 +25,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 # JAX logs one record per stage when `jax.log_compiles()` is on; these two mark a finished trace
 # and a finished XLA compilation. The name is what `jax.jit` calls the function (its `__name__`).
-_TRACED = re.compile(r"Finished tracing (?P<name>\S+) for \w+ in")
+# Older JAX (0.4.38 to 0.7 at least) says "Finished tracing + transforming f for pjit".
+_TRACED = re.compile(r"Finished tracing (?:\+ transforming )?(?P<name>\S+) for \w+ in")
 _COMPILED = re.compile(r"Finished XLA compilation of \w+\((?P<name>.*)\) in")
 
 

@@ -189,7 +189,9 @@ def test_plain_module_would_retrace(name):
 
 
 def _plain_namespace(cls: type) -> dict:
+    # Equinox < 0.13 makes modules frozen dataclasses, which own `__setattr__`/`__delattr__`.
     skip = {"__dict__", "__weakref__", "__dataclass_fields__", "__dataclass_params__"}
+    skip |= {"__setattr__", "__delattr__"}
     namespace = {k: v for k, v in vars(cls).items() if k not in skip and not k.startswith("_abc")}
     namespace["__annotations__"] = dict(cls.__annotations__)
     return namespace

@@ -19,6 +19,7 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
+from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 
 
@@ -38,6 +39,8 @@ def node_data(treedef: Any, leaves: list) -> list:
     data: list = []
     append = data.append
     treedef.walk(lambda _, d: None if d is None else append(d), type, leaves)
+    if flat_module_aux is not None:  # Equinox < 0.13.3: see `_compat.py`.
+        return list(map(flat_module_aux, data))
     return data
 
 

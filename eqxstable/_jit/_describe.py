@@ -10,6 +10,7 @@ import struct
 import types
 from typing import Any
 
+from .._compat import code_qualname
 from .._keys import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 
 
@@ -17,8 +18,7 @@ _MAX = 40
 
 
 def _where(code: types.CodeType) -> str:
-    name = getattr(code, "co_qualname", code.co_name)  # `co_qualname` is new in Python 3.11.
-    return f"`{name}` defined at {code.co_filename}:{code.co_firstlineno}"
+    return f"`{code_qualname(code)}` defined at {code.co_filename}:{code.co_firstlineno}"
 
 
 def _safe_repr(obj: Any) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 from jax.core import Tracer
 
 from .._canonical import freeze
+from .._compat import flat_module_aux
 from .._keys import Identity, key_uses_identity, stable_key
 from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
@@ -133,6 +134,8 @@ def _data_key(data: Any) -> Any:
 
 def _node(x: Any, treedef: Any) -> Node:
     node_type, data = treedef.node_data()
+    # Equinox < 0.13.3: a fresh `_FlattenedData` per flatten, keyed by its contents instead.
+    data_key = _data_key(data if flat_module_aux is None else flat_module_aux(data))
     fields = None
     if isinstance(x, eqx.Module):
         # The stored value, as JAX sees it, rather than what an attribute read gives.
@@ -142,7 +145,7 @@ def _node(x: Any, treedef: Any) -> Node:
             for f in dataclasses.fields(x)
             if f.metadata.get("static", False)
         }
-    return Node(node_type, _data_key(data), short_repr(data), fields)
+    return Node(node_type, data_key, short_repr(data), fields)
 
 
 def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:

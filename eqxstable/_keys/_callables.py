@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 
+from .._compat import jit_parts
 from ._code import reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall
 from ._origin import library_code, library_module
@@ -151,12 +152,12 @@ def builtin(f: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
-    # `jax.jit(fun, **options)` keeps `fun` and every option in `_fun` and `_jit_info`. These
-    # are JAX internals: if they move, fall back to identity (`tests/test_keys.py` notices).
-    try:
-        fun, info = f._fun, f._jit_info
-    except AttributeError:
+    # `jax.jit(fun, **options)` keeps `fun` and every option (JAX internals, read in
+    # `_compat.py`): if they move, fall back to identity (`tests/test_compat.py` notices).
+    parts = jit_parts(f)
+    if parts is None:
         return identity(f, ctx)
+    fun, info = parts
     return ("jit", key(fun, ctx, False), key(info, ctx, False))
 
 

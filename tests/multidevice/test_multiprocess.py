@@ -7,6 +7,7 @@ the same training code in its own process.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -60,7 +61,8 @@ def test_two_processes_compile_once_and_match_one_process(results: list[dict]):
         assert result["misses"] == ["first"]
         # The parameters stay on the global mesh, replicated.
         assert "'data': 4" in result["weight_sharding"]
-        assert "P(None, None)" in result["weight_sharding"]
+        # JAX 0.5 writes a replicated spec as `PartitionSpec()`.
+        assert re.search(r"P\(None, None\)|spec=PartitionSpec\(\)", result["weight_sharding"])
         np.testing.assert_allclose(result["losses"], expected["losses"], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(result["weight"], expected["weight"], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(result["bias"], expected["bias"], rtol=1e-5, atol=1e-6)

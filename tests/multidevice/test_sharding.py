@@ -162,6 +162,10 @@ def _columns(mesh: Mesh) -> Callable[[np.ndarray], jax.Array]:
 def test_new_sharding_is_a_sharding_miss_naming_both(axis_type, first, second, traces):
     mesh = _mesh(axis_type)
     x_np, weight_np, bias_np = _params()
+    try:
+        _ = _columns(mesh)(x_np) @ jnp.asarray(weight_np)
+    except Exception as e:  # JAX 0.5 and 0.6: "Mesh of both lhs and rhs should match".
+        pytest.skip(f"this JAX cannot multiply an explicitly sharded array by another: {e}")
     counted = 0
 
     def apply(model: Dense, x: jax.Array) -> jax.Array:

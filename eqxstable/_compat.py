@@ -1,0 +1,114 @@
+"""Fallbacks for the oldest JAX, Equinox and Python versions that `pyproject.toml` declares.
+
+Each fallback is chosen by looking at what the installed library does (never by comparing version
+strings), and `tests/test_compat.py` notices when the internal it reads moves. The floors are
+proven by `scripts/test-floors.sh`; `tests/README.md` lists the versions it was run on.
+
+What is new where, and what older versions get instead:
+
+- `jax.jit(f)._jit_info` (JAX 0.6.0): older JAX keeps the same `PjitInfo` in the closure of
+  `f._cache_miss`; `jit_parts` reads either.
+- A module's node data as a plain tuple (Equinox 0.13.3): older Equinox gives a fresh
+  `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple.
+- `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
+"""
+
+import dataclasses
+import gc
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax.tree_util as jtu
+
+
+def jit_parts(f: Any) -> tuple[Callable, Any] | None:
+    """The function and the options (JAX's `PjitInfo`) that `jax.jit(fun, **options)` was built
+    from, or `None` where they cannot be read (the caller then keys `f` by identity).
+
+    JAX >= 0.6 keeps them in `f._fun` and `f._jit_info`. Older versions keep only `_fun` there;
+    the options are a variable of the closure of `f._cache_miss`, next to the same `fun`.
+    """
+    try:
+        return f._fun, f._jit_info
+    except AttributeError:
+        pass
+    try:
+        fun, miss = f._fun, inspect.unwrap(f._cache_miss)
+        cells = dict(zip(miss.__code__.co_freevars, miss.__closure__ or ()))
+        info = cells["jit_info"].cell_contents
+        same_fun = cells["fun"].cell_contents is fun
+    except (AttributeError, KeyError, ValueError, TypeError):
+        return None
+    # Only a closure that holds this very `fun` next to a `PjitInfo` is the one `jax.jit` built.
+    if not same_fun or type(info).__name__ != "PjitInfo":
+        return None
+    return fun, info
+
+
+class _Probe(eqx.Module):
+    static: int = eqx.field(static=True)
+
+
+def _legacy_aux_type() -> type | None:
+    # The node data of a module is `(cls, aux)`. From Equinox 0.13.3 `aux` is a plain tuple of the
+    # static field values; before, it is a `_FlattenedData` dataclass, made fresh on every flatten
+    # and compared by `==` only.
+    _, aux = jtu.tree_structure(_Probe(static=1)).node_data()  # pyright: ignore
+    if type(aux) is tuple or not dataclasses.is_dataclass(aux):
+        return None
+    return type(aux)
+
+
+_LEGACY_AUX = _legacy_aux_type()
+
+
+def _flat_module_aux(d: Any) -> Any:
+    """Equinox < 0.13.3 only: the node data `d` of an Equinox module (its `_FlattenedData`:
+    field names, static field values, wrapper fields) as one flat tuple whose items are the very
+    objects the module holds, so that it can be compared by identity item by item (the jit cache's
+    hit path) and keyed by value (`stable_key`), like the tuple newer Equinox gives. Any other node
+    data comes back unchanged.
+
+    This is sound only where the treedefs already compare equal (as they do wherever the jit cache
+    compares node data): `_FlattenedData.__eq__` compares every field, so the structure that the
+    flat tuple drops (which name goes with which value) is then the same on both sides.
+    """
+    if type(d) is not _LEGACY_AUX:
+        return d
+    flat: list = []
+    for field in dataclasses.fields(d):
+        value = getattr(d, field.name)
+        if type(value) is not tuple:
+            flat.append(value)
+            continue
+        for x in value:
+            # Equinox 0.13.0-0.13.2 store `(name, value)` pairs.
+            if type(x) is tuple:
+                flat.extend(x)
+            else:
+                flat.append(x)
+    return tuple(flat)
+
+
+# `None` where Equinox's node data needs no help (Equinox >= 0.13.3), so callers skip the call.
+flat_module_aux: Callable[[Any], Any] | None = None if _LEGACY_AUX is None else _flat_module_aux
+
+
+def code_qualname(code: types.CodeType) -> str:
+    """The qualified name of the function that `code` belongs to (`Outer.method.<locals>.f`).
+
+    Python >= 3.11 records it in `code.co_qualname`. Python 3.10 has it only on functions: it is
+    taken from a live function that runs this code, else the bare `co_name`. Used in messages
+    only, never in a key.
+    """
+    try:
+        return code.co_qualname  # pyright: ignore[reportAttributeAccessIssue]
+    except AttributeError:
+        pass
+    for ref in gc.get_referrers(code):
+        if isinstance(ref, types.FunctionType) and ref.__code__ is code:
+            return ref.__qualname__
+    return code.co_name

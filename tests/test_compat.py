@@ -1,0 +1,131 @@
+"""The fallbacks for older JAX, Equinox and Python (`eqxstable/_compat.py`).
+
+These run on every version: on the newest they check that the internal each fallback reads is
+still where it is looked for (else keys silently fall back to identity, or every call retraces);
+on the declared floors (`scripts/test-floors.sh`) they check the fallback itself.
+"""
+
+import types
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import pytest
+
+import eqxstable as es
+from eqxstable._compat import code_qualname, flat_module_aux, jit_parts
+from eqxstable._jit._cache import node_data
+
+from .helpers import count_traces
+
+
+def body(x, n):
+    return x * n
+
+
+class WithStatic(eqx.Module):
+    weight: jax.Array
+    scale: object = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+
+def test_jit_parts_reads_the_function_and_its_options():
+    jitted = jax.jit(body, donate_argnums=0, static_argnums=1)
+    parts = jit_parts(jitted)
+    assert parts is not None
+    fun, info = parts
+    assert fun is body
+    assert info.donate_argnums == (0,) and info.static_argnums == (1,)
+    assert not es.stable_key(jitted).identity
+
+
+def test_rebuilt_jax_jit_is_keyed_by_function_and_options():
+    assert es.stable_key(jax.jit(body, static_argnums=1)) == es.stable_key(
+        jax.jit(body, static_argnums=1)
+    )
+    assert es.stable_key(jax.jit(body, static_argnums=1)) != es.stable_key(
+        jax.jit(body, static_argnums=1, donate_argnums=0)
+    )
+
+
+def test_rebuilt_jax_jit_as_a_static_does_not_retrace():
+    traces = 0
+
+    @es.filter_jit
+    def apply(f, x):
+        nonlocal traces
+        traces += 1
+        return f(x, 2)
+
+    x = jnp.arange(3.0)
+    assert (apply(jax.jit(body, static_argnums=1), x) == 2 * x).all()
+    assert (apply(jax.jit(body, static_argnums=1), x) == 2 * x).all()
+    assert traces == 1
+
+
+def test_jit_parts_refuses_what_jax_jit_did_not_build():
+    assert jit_parts(body) is None
+    assert jit_parts(jax.vmap(body)) is None
+
+    def fake_cache_miss():
+        return fun, jit_info
+
+    # Options found next to another function than `_fun` are not trusted.
+    real = jit_parts(jax.jit(body))
+    assert real is not None
+    fun, jit_info = (lambda x, n: x), real[1]
+    assert jit_parts(types.SimpleNamespace(_fun=body, _cache_miss=fake_cache_miss)) is None
+    fun = body
+    assert jit_parts(types.SimpleNamespace(_fun=body, _cache_miss=fake_cache_miss)) == real
+
+
+def _module_aux(module):
+    (data,) = [d for d in node_data(jtu.tree_structure(module), jtu.tree_leaves(module))]
+    return data
+
+
+def test_module_node_data_is_a_tuple_of_the_modules_own_objects():
+    scale = object()
+    module = WithStatic(jnp.ones(2), scale, "m")
+    raw = jtu.tree_structure(module).node_data()[1]  # pyright: ignore
+    # The fallback is active exactly where Equinox's own node data is not a plain tuple.
+    assert (flat_module_aux is None) == (type(raw) is tuple)
+    first, second = _module_aux(module), _module_aux(module)
+    assert type(first) is tuple
+    assert scale in first and "m" in first
+    # Fresh per flatten, but item by item the very same objects: the jit cache's hit path.
+    assert len(first) == len(second) and all(a is b for a, b in zip(first, second))
+
+
+@pytest.mark.parametrize(("old", "new", "retraces"), [(2, 2, False), (2, 3, True), (1, 1.0, True)])
+def test_module_argument_retraces_only_when_a_static_field_changes(old, new, retraces):
+    counter = count_traces(lambda m, x: m.weight * m.scale * x)
+    apply = es.filter_jit(counter)
+    x = jnp.arange(3.0)
+    module = WithStatic(jnp.ones(3), old, "m")
+    apply(module, x)
+    apply(module, x)
+    out = apply(WithStatic(jnp.full(3, 2.0, jnp.float32), new, "m"), x)
+    assert counter.count == (2 if retraces else 1)
+    assert (out == 2.0 * new * x).all() and out.dtype == jnp.float32
+
+
+class Outer:
+    def method(self):
+        def inner():
+            pass
+
+        return inner
+
+
+def test_code_qualname_of_a_live_function():
+    inner = Outer().method()
+    assert code_qualname(inner.__code__) == inner.__qualname__
+    assert code_qualname(inner.__code__).endswith("Outer.method.<locals>.inner")
+
+
+def test_code_qualname_without_a_function():
+    code = compile("def orphan():\n    pass\n", "<test>", "exec").co_consts[0]
+    assert isinstance(code, types.CodeType)
+    assert code_qualname(code) == "orphan"
