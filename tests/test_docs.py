@@ -13,7 +13,7 @@ import eqxstable as es
 
 DOCS = Path(__file__).parent.parent / "docs"
 # Guide pages whose ```python blocks run, in order, in one namespace per page. Add yours.
-EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md"]
+EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md", "assumptions.md"]
 # Pages whose ```python blocks run in order, in one `__main__` namespace, and where a ```text block
 # right after a python block is exactly what that block prints (memory addresses as `0x...`).
 OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
