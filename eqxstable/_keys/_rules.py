@@ -17,13 +17,23 @@ import numpy as np
 
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
 from . import _callables as c, _values as v
-from ._context import Ctx, Handler
+from ._context import compound, Ctx, Handler, identity, key
+from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key
 from ._origin import library_class
 
 
 def _code(obj: types.CodeType, ctx: Ctx, content_ok: bool) -> Any:
     # Code objects compare by value: bytecode, names, line table and constants (type-exactly).
     return (types.CodeType, obj)
+
+
+@compound
+def _jaxpr(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # A jaxpr is a program: keyed by the equations JAX runs from it (see `_jaxpr.py`), so the
+    # same computation closure-converted twice is one key. Jaxprs are immutable by JAX's own
+    # convention; one that cannot be read is itself.
+    k = jaxpr_key(obj, lambda x: key(x, ctx, False))
+    return identity(obj, ctx) if k is None else ("jaxpr", k)
 
 
 def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -58,6 +68,8 @@ _EXACT: dict[type, Handler] = {
     types.BuiltinFunctionType: c.builtin,
     types.ModuleType: v.module,
     c.PjitFunction: c.pjit,
+    JAXPR: _jaxpr,
+    CLOSED_JAXPR: _jaxpr,
     np.ndarray: v.ndarray,
     list: v.mutable,
     dict: v.mutable,

@@ -30,10 +30,13 @@ import numpy as np
 from jax.extend import core as jcore
 
 
-_JAXPR = jcore.Jaxpr
-_CLOSED = jcore.ClosedJaxpr
+JAXPR = _JAXPR = jcore.Jaxpr
+CLOSED_JAXPR = _CLOSED = jcore.ClosedJaxpr
 _LITERAL = jcore.Literal
-_DROP = jcore.DropVar
+try:
+    _DROP = jcore.DropVar
+except AttributeError:  # JAX < 0.6 has it only in `jax.core` (deprecated later) and here.
+    from jax._src.core import DropVar as _DROP  # noqa: N814
 
 
 class _Unkeyable(Exception):
