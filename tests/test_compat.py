@@ -49,6 +49,7 @@ def test_rebuilt_jax_jit_is_keyed_by_function_and_options():
     )
 
 
+@pytest.mark.counts_traces
 def test_rebuilt_jax_jit_as_a_static_does_not_retrace():
     traces = 0
 
@@ -99,6 +100,7 @@ def test_module_node_data_is_a_tuple_of_the_modules_own_objects():
 
 
 @pytest.mark.parametrize(("old", "new", "retraces"), [(2, 2, False), (2, 3, True), (1, 1.0, True)])
+@pytest.mark.counts_traces
 def test_module_argument_retraces_only_when_a_static_field_changes(old, new, retraces):
     counter = count_traces(lambda m, x: m.weight * m.scale * x)
     apply = es.filter_jit(counter)

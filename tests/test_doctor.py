@@ -96,6 +96,7 @@ def test_counts_misses_and_what_eqxstable_avoids(tmp_path):
     assert report["exit_status"] == 0 and report["mode"] == "observe"
 
 
+@pytest.mark.counts_traces
 def test_stabilize_compiles_once(tmp_path):
     script = _write(tmp_path, SWEEP)
     proc, report = _json_report(tmp_path, "--stabilize", script)
@@ -161,6 +162,7 @@ print("traces", traces, "dtype", out.dtype)
 
 
 @pytest.mark.parametrize("stabilize", [False, True])
+@pytest.mark.counts_traces
 def test_typed_keys_and_narrow_dtypes(tmp_path, stabilize):
     script = _write(tmp_path, KEYS_AND_DTYPES)
     options = ["--stabilize"] if stabilize else []

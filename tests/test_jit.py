@@ -24,6 +24,7 @@ def _fresh_caches():
     es.clear_caches()
 
 
+@pytest.mark.counts_traces
 def test_num_traces_agrees_with_counter_and_compile_log():
     def f(x, y):
         return x + y
@@ -42,6 +43,7 @@ def test_num_traces_agrees_with_counter_and_compile_log():
     assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 3, None, 3)
 
 
+@pytest.mark.counts_traces
 def test_nonlocal_counter_agrees_with_cache_info():
     traces = 0
 
@@ -104,6 +106,7 @@ def test_method_on_module(getkey):
     assert wrapper.cache_info()[:2] == (1, 1)
 
 
+@pytest.mark.counts_traces
 def test_numpy_arrays_are_traced():
     def f(x):
         return x + 1
@@ -159,6 +162,7 @@ def test_lower_and_compile():
         compiled(jnp.ones(3), 3)
 
 
+@pytest.mark.counts_traces
 def test_a_call_after_lower_is_one_miss_without_a_second_trace():
     counter = count_traces(lambda x: x * 2)
     jitted = es.filter_jit(counter)
@@ -230,6 +234,7 @@ def _type_of_scale(m, x):
 
 
 @pytest.mark.parametrize("first", [1, 1.0, True])
+@pytest.mark.counts_traces
 def test_nested_static_fields_are_type_exact(first):
     counter = count_traces(_type_of_scale)
     jitted = es.filter_jit(counter)
@@ -249,6 +254,7 @@ class _Holder(eqx.Module):
     none: Any = None
 
 
+@pytest.mark.counts_traces
 def test_module_in_a_static_field_is_type_exact():
     # The inner module's own static field is node data of node data: flattening it with
     # `jax.tree_util` would lose it, and `1` and `1.0` would share a program.
@@ -285,6 +291,7 @@ class _WithActivation(eqx.Module):
     activation: Callable
 
 
+@pytest.mark.counts_traces
 def test_plain_module_with_rebuilt_lambda_hits():
     def apply(model, x):
         return model.activation(model.weight * x)
@@ -313,6 +320,7 @@ def test_plain_module_with_rebuilt_lambda_misses_under_equinox():
     assert counter.count == 3
 
 
+@pytest.mark.counts_traces
 def test_rebuilt_optax_optimizer_hits():
     def step(optimizer, params, grads, state):
         updates, state = optimizer.update(grads, state, params)
@@ -358,6 +366,7 @@ def _calls_inner(x):
     return _INNER(x)
 
 
+@pytest.mark.counts_traces
 def test_a_static_that_calls_a_stable_wrapper_does_not_look_mutated():
     # The wrapper's counters change on every call; they must not make a static function that
     # reads it (as a global) look changed in place.
@@ -370,6 +379,7 @@ def test_a_static_that_calls_a_stable_wrapper_does_not_look_mutated():
     assert [m.kind for m in outer.misses] == ["first"]
 
 
+@pytest.mark.counts_traces
 def test_stable_wrappers_are_keyed_by_function_and_options():
     def make(max_traces=None):
         return es.filter_jit(lambda v: v * 2, max_traces=max_traces)

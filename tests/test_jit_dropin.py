@@ -56,6 +56,7 @@ def test_all_except_first_never_donates_the_first_argument(call, donate):
     assert out.tolist() == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.counts_traces
 def test_keyword_and_positional_calls_share_one_program():
     counter = count_traces(_add)
     f = es.filter_jit(counter)

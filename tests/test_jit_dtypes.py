@@ -60,6 +60,7 @@ def test_typed_keys_match_equinox(impl, context):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.counts_traces
 def test_a_new_key_each_step_is_a_hit(impl):
     traces = 0
 
@@ -130,6 +131,7 @@ def test_float0_tangents(context):
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.counts_traces
 def test_float0_shape_change_is_a_miss():
     traces = 0
 
@@ -145,6 +147,7 @@ def test_float0_shape_change_is_a_miss():
     assert "float0[3] -> float0[4]" in jitted.misses[1].reason
 
 
+@pytest.mark.counts_traces
 def test_keys_in_a_training_loop_with_dropout():
     # The everyday shape: a model with dropout, a fresh key per step, typed keys throughout.
     model = eqx.nn.Sequential([eqx.nn.Linear(4, 4, key=jax.random.key(1)), eqx.nn.Dropout(0.5)])

@@ -62,6 +62,7 @@ def test_on_recompile_raise():
     assert counter.count == 1
 
 
+@pytest.mark.counts_traces
 def test_no_recompiles_allows_first_traces_only():
     counter = count_traces(_scale)
     jitted = es.filter_jit(counter)

@@ -31,6 +31,7 @@ def _by_activation(x, activation):
     return activation(x)
 
 
+@pytest.mark.counts_traces
 def test_mutated_attribute_retraces():
     counter = count_traces(_by_config)
     jitted = es.filter_jit(counter)
@@ -126,6 +127,7 @@ def test_mutation_inside_an_object_reached_through_a_tuple():
     assert jitted.misses[-1].kind == "mutated"
 
 
+@pytest.mark.counts_traces
 def test_unchanged_statics_keep_hitting():
     counter = count_traces(_by_config)
     jitted = es.filter_jit(counter)
@@ -169,6 +171,7 @@ def test_wrappers_sharing_a_program_each_run_their_own_function():
     np.testing.assert_allclose(jitted2(jnp.ones(1)), 5.0)
 
 
+@pytest.mark.counts_traces
 def test_rebound_cell_of_the_jitted_function_retraces():
     f, rebind, traces = _rebindable()
     jitted = es.filter_jit(f)
@@ -208,6 +211,7 @@ def test_rebound_global_of_the_jitted_function_retraces():
     np.testing.assert_allclose(jitted(jnp.ones(1)), 2.0)
 
 
+@pytest.mark.counts_traces
 def test_static_callable_with_a_trace_counter_is_not_mutated():
     calls = 0
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 import eqxstable as es
@@ -47,6 +48,7 @@ def _body(x, s):
 
 @settings(max_examples=60)
 @given(a=_statics, b=_statics, nested=st.booleans())
+@pytest.mark.counts_traces
 def test_share_a_program_exactly_when_type_exactly_equal(a, b, nested):
     # Known limitation, on the safe side: inside an Equinox static field (pytree node data, which
     # `PyTreeDef` compares with `==`) a NaN only matches the very same NaN object, so two NaN
@@ -62,6 +64,7 @@ def test_share_a_program_exactly_when_type_exactly_equal(a, b, nested):
     assert jitted.cache_info().misses == counter.count
 
 
+@pytest.mark.counts_traces
 def test_nan_statics_with_equal_bits_share_a_program():
     counter = count_traces(_body)
     jitted = es.filter_jit(counter)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import pytest
 
 import eqxstable as es
 
@@ -20,6 +21,7 @@ class Scale(eqx.Module):
         return self.weight * x
 
 
+@pytest.mark.counts_traces
 def test_a_module_with_new_weights_each_call(compiles):
     traces = 0
 
@@ -37,6 +39,7 @@ def test_a_module_with_new_weights_each_call(compiles):
     assert traces == 1 == compiles.count("Counted")
 
 
+@pytest.mark.counts_traces
 def test_filter_grad_of_a_new_wrapper_each_call():
     traces = 0
 
@@ -54,6 +57,7 @@ def test_filter_grad_of_a_new_wrapper_each_call():
     assert log.count("f") == 0
 
 
+@pytest.mark.counts_traces
 def test_jit_of_filter_grad_built_each_call(compiles):
     traces = 0
 
@@ -67,6 +71,7 @@ def test_jit_of_filter_grad_built_each_call(compiles):
     assert traces == 1
 
 
+@pytest.mark.counts_traces
 def test_a_bound_method_wrapped_each_call(compiles):
     traces = 0
 
@@ -85,6 +90,7 @@ def test_a_bound_method_wrapped_each_call(compiles):
     assert traces == 1 == compiles.count("predict")
 
 
+@pytest.mark.counts_traces
 def test_a_self_counting_function_wrapped_twice(compiles):
     traces = 0
 

@@ -101,6 +101,7 @@ def test_anything_else_is_not_a_jaxpr(obj):
     assert _key(obj) is None
 
 
+@pytest.mark.counts_traces
 def test_a_jaxpr_static_converted_again_is_a_hit():
     traces = 0
 
