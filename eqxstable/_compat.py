@@ -11,6 +11,8 @@ What is new where, and what older versions get instead:
 - A module's node data as a plain tuple (Equinox 0.13.3): older Equinox gives a fresh
   `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple.
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
+- No JAX version has a public way to make a weakly typed array: `weak_convert` uses the function
+  `jnp.asarray(0.1)` itself ends in, and falls back to a strongly typed conversion if it moves.
 """
 
 import dataclasses
@@ -21,7 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.tree_util as jtu
+import numpy as np
 
 
 def jit_parts(f: Any) -> tuple[Callable, Any] | None:
@@ -112,3 +116,25 @@ def code_qualname(code: types.CodeType) -> str:
         if isinstance(ref, types.FunctionType) and ref.__code__ is code:
             return ref.__qualname__
     return code.co_name
+
+
+def _weak_converter() -> Callable[..., Any] | None:
+    try:
+        from jax._src.lax.lax import _convert_element_type
+    except ImportError:
+        return None
+    return _convert_element_type
+
+
+_CONVERT = _weak_converter()
+
+
+def weak_convert(x: Any, dtype: Any) -> Any:
+    """`x` converted to `dtype` and weakly typed (as a Python scalar is inside JAX), so that a
+    dynamic `0.1` times a bfloat16 array stays bfloat16. If JAX moves the internal this reads,
+    the conversion is strongly typed (a wider result dtype, never a wrong value), and
+    `tests/test_compat.py` notices.
+    """
+    if _CONVERT is None:
+        return jax.lax.convert_element_type(x, dtype)
+    return _CONVERT(x, np.dtype(dtype), weak_type=True)

@@ -32,6 +32,8 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
+from ._compat import weak_convert
+
 
 _INT32 = np.iinfo(np.int32)
 
@@ -102,11 +104,8 @@ def _x64() -> bool:
 
 def _weak(x: Any, dtype: Any) -> Any:
     # Weak typing is what makes a dynamic `0.1` times a bfloat16 array stay bfloat16, exactly as
-    # the Python float does. JAX has no public way to mark an array weakly typed; this is the
-    # function `jnp.asarray(0.1)` itself ends in.
-    from jax._src.lax.lax import _convert_element_type
-
-    return _convert_element_type(x, np.dtype(dtype), weak_type=True)
+    # the Python float does.
+    return weak_convert(x, dtype)
 
 
 # How many dimensions the leaf of one value has (a float's leaf holds three words).

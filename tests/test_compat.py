@@ -14,6 +14,7 @@ import jax.tree_util as jtu
 import pytest
 
 import eqxstable as es
+from eqxstable import _compat
 from eqxstable._compat import code_qualname, flat_module_aux, jit_parts
 from eqxstable._jit._cache import node_data
 
@@ -131,3 +132,20 @@ def test_code_qualname_without_a_function():
     code = compile("def orphan():\n    pass\n", "<test>", "exec").co_consts[0]
     assert isinstance(code, types.CodeType)
     assert code_qualname(code) == "orphan"
+
+
+def test_weak_convert_reads_jaxs_internal():
+    # The tripwire: if JAX moves the function, dynamic fields fall back to strong types.
+    assert _compat._CONVERT is not None
+    x = _compat.weak_convert(jnp.asarray(2, dtype=jnp.int32), jnp.float32)
+    assert x.dtype == jnp.float32 and x.weak_type
+    # Weakly typed, it takes the other operand's dtype, as a Python float does.
+    y = x * jnp.ones(2, dtype=jnp.bfloat16)
+    assert y.dtype == jnp.bfloat16
+    assert y.dtype == (2.0 * jnp.ones(2, dtype=jnp.bfloat16)).dtype
+
+
+def test_weak_convert_falls_back_to_a_strong_conversion(monkeypatch):
+    monkeypatch.setattr(_compat, "_CONVERT", None)
+    x = _compat.weak_convert(jnp.asarray(2, dtype=jnp.int32), jnp.float32)
+    assert x.dtype == jnp.float32 and not x.weak_type and float(x) == 2.0
