@@ -23,13 +23,13 @@ import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
-from .._jit._cache import node_data
+from .._jit import Miss, signature
 from .._jit._program import fun_names
 from .._keys import key_uses_identity, stable_key
-from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
+from ._explain import added_miss, AddedMiss, explain_miss, ObservedMiss, StaticHistory
+from ._predict import Decision, Predictor, ShadowWrapper
 
 
-_NUMBERS = frozenset({bool, int, float, complex})
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -65,22 +65,27 @@ class Record:
         self.caches = 0
         self.calls = 0
         self.misses: list[ObservedMiss] = []
-        self.collisions: list[Collision] = []
+        # Hits of Equinox's cache where eqxstable's `filter_jit` would have compiled.
+        self.added: list[AddedMiss] = []
+        # The misses eqxstable's `filter_jit` would have made, and the calls whose prediction
+        # failed (then the prediction is incomplete, and the report says so).
+        self.predicted: list[Miss] = []
+        self.unpredicted = 0
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
         self.history = StaticHistory()
 
 
 class _CacheState:
-    """Per Equinox cache (one `jax.jit` object): its record, and Equinox's own view of its keys,
-    `(treedef, static leaves) -> {types of the static leaves: collision or None}`, used to notice
-    a hit served from a program compiled for values of other types (`1` for `1.0`)."""
+    """Per Equinox cache (one `jax.jit` object): its record, and the stable wrapper that
+    `--stabilize` would put in its place, as the prediction sees it."""
 
-    __slots__ = ("record", "keys", "fresh")
+    __slots__ = ("record", "shadow", "replaced", "fresh")
 
-    def __init__(self, record: Record):
+    def __init__(self, record: Record, shadow: ShadowWrapper | None, replaced: bool):
         self.record = record
-        self.keys: dict[Any, dict[tuple, Collision | None]] = {}
+        self.shadow = shadow
+        self.replaced = replaced
         self.fresh = True
 
 
@@ -116,11 +121,26 @@ class Observer:
         self.records: list[Record] = []
         self.hooks: tuple[str, str] = ("none", "none")
         self._by_fun: dict[Any, Record] = {}
+        self._predictor = Predictor()
+        # The Equinox caches of the wrappers the script made (`--stabilize` replaces these).
+        self._made: weakref.WeakSet[Any] = weakref.WeakSet()
         self._caches: weakref.WeakKeyDictionary[Any, _CacheState] = weakref.WeakKeyDictionary()
         self._stack = _Stack()
         self._undo: list[Callable[[], None]] = []
         self._combine: Callable | None = None
         self._listening = False
+
+    def made(self, jit_wrapper: Any) -> Any:
+        """Notes `jit_wrapper` as made by the script, and returns it."""
+        try:
+            self._made.add(getattr(jit_wrapper, "_cached", jit_wrapper))
+        except TypeError:  # pragma: no cover - not weakly referenceable: not predicted.
+            pass
+        return jit_wrapper
+
+    def running(self) -> bool:
+        """Whether an `equinox.filter_jit` call is running in this thread."""
+        return bool(self._stack.frames)
 
     # -- installation -------------------------------------------------------------------------
 
@@ -216,6 +236,19 @@ class Observer:
 
     def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
         __tracebackhide__ = True
+        state = decision = leaves = None
+        if not is_lower:
+            # Observing must not change what the script does: no exception may reach it.
+            try:
+                with _quiet():
+                    state = self._state(jit_wrapper)
+                    leaves, treedef = jtu.tree_flatten((args, kwargs))
+                    # Decided before the call, as a stable wrapper decides: the call may change
+                    # what the prediction watches (a trace counter, a donated argument).
+                    if state.shadow is not None:
+                        decision = self._predictor.before(state.shadow, leaves, treedef)
+            except Exception:
+                decision = None
         frames = self._stack.frames
         frame = _Frame(lowering=is_lower)
         frames.append(frame)
@@ -223,10 +256,9 @@ class Observer:
             out = original(jit_wrapper, is_lower, args, kwargs)
         finally:
             frames.pop()
-        if not is_lower:
-            # Observing must not change what the script does: no exception may reach it.
+        if state is not None and leaves is not None:
             try:
-                self._account(jit_wrapper, frame, args, kwargs)
+                self._account(state, frame, leaves, args, kwargs, decision)
             except Exception:  # pragma: no cover
                 pass
         return out
@@ -235,23 +267,28 @@ class Observer:
         cached = getattr(jit_wrapper, "_cached", jit_wrapper)
         state = self._caches.get(cached)
         if state is None:
-            with _quiet():
-                state = _CacheState(self._record_for(jit_wrapper))
+            fun = self._unwrap(jit_wrapper)
+            options = tuple(
+                getattr(jit_wrapper, name, None)
+                for name in ("donate_first", "donate_rest", "filter_warning")
+            )
+            key: Any = None
+            if fun is not None and not any(map(eqx.is_array, jtu.tree_leaves(fun))):
+                fun_key = stable_key((fun, options))
+                if not key_uses_identity(fun_key):
+                    key = fun_key
+            # Only the wrappers that `--stabilize` would replace are predicted; the others (made
+            # before the doctor started, inside a library) stay as they are.
+            replaced = cached in self._made
+            shadow = None
+            if fun is not None and replaced:
+                shadow = self._predictor.wrapper(fun, options, key)
+            state = _CacheState(self._record_for(fun, jit_wrapper, key), shadow, replaced)
             state.record.caches += 1
             self._caches[cached] = state
         return state
 
-    def _record_for(self, jit_wrapper: Any) -> Record:
-        fun = self._unwrap(jit_wrapper)
-        options = tuple(
-            getattr(jit_wrapper, name, None)
-            for name in ("donate_first", "donate_rest", "filter_warning")
-        )
-        key: Any = None
-        if fun is not None and not any(map(eqx.is_array, jtu.tree_leaves(fun))):
-            fun_key = stable_key((fun, options))
-            if not key_uses_identity(fun_key):
-                key = fun_key
+    def _record_for(self, fun: Any, jit_wrapper: Any, key: Any) -> Record:
         record = self._by_fun.get(key) if key is not None else None
         if record is None:
             record = Record(
@@ -273,53 +310,57 @@ class Observer:
         except Exception:
             return None
 
-    def _account(self, jit_wrapper: Any, frame: _Frame, args, kwargs) -> None:
-        state = self._state(jit_wrapper)
+    def _account(
+        self,
+        state: _CacheState,
+        frame: _Frame,
+        leaves: list,
+        args: tuple,
+        kwargs: dict,
+        decision: Decision | None,
+    ) -> None:
         record = state.record
         record.calls += 1
         record.compile_seconds += frame.compile_seconds
         record.trace_seconds += frame.trace_seconds
-        leaves, treedef = jtu.tree_flatten((args, kwargs))
-        statics = tuple(x for x in leaves if not eqx.is_array(x))
-        # The values in node data (an Equinox module's static fields) count too: `1` and `1.0`
-        # there make equal tree definitions for Equinox.
-        in_nodes = [v for d in node_data(treedef, leaves) if type(d) in (tuple, list) for v in d]
-        types = tuple(map(type, statics)) + tuple(map(type, in_nodes))
-        # Only Python numbers are `==` across types (`1 == 1.0 == True`), so only calls with
-        # some among their static leaves can collide; the others skip the hash.
-        key: Any = None
-        if not _NUMBERS.isdisjoint(types):
-            try:
-                key = (treedef, statics)
-                hash(key)
-            except Exception:
-                key = None
-        if frame.traced or frame.compiled:
-            new_cache, state.fresh = state.fresh, False
-            try:
-                with _quiet():
-                    miss = explain_miss(
-                        record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
-                    )
-            except Exception as e:  # pragma: no cover - counted even when it cannot be explained.
-                miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
-            record.misses.append(miss)
-            if key is not None:
-                state.keys.setdefault(key, {})[types] = None
-            return
-        if key is None:
-            return
-        seen = state.keys.get(key)
-        if seen is None or types in seen:
-            collision = seen.get(types) if seen is not None else None
-            if collision is not None:
-                record.collisions.append(collision)
-            return
+        traced = frame.traced or frame.compiled
         with _quiet():
-            collision = find_collision(record.history, args, kwargs)
-        seen[types] = collision
-        if collision is not None:
-            record.collisions.append(collision)
+            sig = signature(args, kwargs) if traced else None
+            predicted = None
+            if not state.replaced:
+                pass
+            elif decision is None:
+                record.unpredicted += 1
+            else:
+                try:
+                    predicted = self._predictor.after(decision, leaves, args, kwargs, traced, sig)
+                except Exception:  # pragma: no cover - counted, and the report says so.
+                    record.unpredicted += 1
+            if predicted is not None:
+                record.predicted.append(predicted)
+            if traced:
+                assert sig is not None
+                new_cache, state.fresh = state.fresh, False
+                try:
+                    miss = explain_miss(
+                        record.history,
+                        record.name,
+                        sig,
+                        args,
+                        kwargs,
+                        frame.compile_seconds,
+                        new_cache,
+                        predicted,
+                        avoidable=decision is not None and predicted is None,
+                    )
+                except Exception as e:  # pragma: no cover - counted even if not explained.
+                    miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
+                record.misses.append(miss)
+                if not state.replaced:
+                    # `--stabilize` leaves this wrapper to Equinox: the same miss.
+                    record.predicted.append(Miss(miss.kind, miss.path, miss.reason))  # pyright: ignore
+            elif predicted is not None:
+                record.added.append(added_miss(predicted))
 
 
 class Hooks(NamedTuple):
