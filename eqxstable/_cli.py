@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         target, args = options.module[0], options.module[1:]
     else:
         target, args = options.script, options.args
+    assert isinstance(target, str)
     problem = (check_module(target) if module else check_script(target)) or check_output(
         options.output
     )
