@@ -288,9 +288,18 @@ def stable_key(obj: Any) -> Key:
         ```python
         import eqxstable as es
 
-        assert es.stable_key(lambda x: x + 1) == es.stable_key(lambda x: x + 1)
+        def leaky(slope):
+            return lambda x: x * slope if x < 0 else x
+
+        # Made by the same code with equal captures: equivalent, though two objects.
+        assert leaky(0.1) is not leaky(0.1)
+        assert es.stable_key(leaky(0.1)) == es.stable_key(leaky(0.1))
+        assert es.stable_key(leaky(0.1)) != es.stable_key(leaky(0.2))
         assert es.stable_key(1) != es.stable_key(1.0)
         ```
+
+        Two lambdas written separately are different code objects (even on one line, their
+        columns differ), so they get different keys.
     """
     entry = _memo.get(id(obj))
     if entry is not None and entry.ref() is obj and _still_valid(entry.watch):

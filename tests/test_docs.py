@@ -1,7 +1,13 @@
-"""The docs cover every public name, and their examples run (optax `docs/ext/coverage_check.py`)."""
+"""The docs cover every public name, and their examples run (optax `docs/ext/coverage_check.py`
+idea): every ```python block of every docs page and of every public docstring, and what each one
+asserts or prints is true."""
 
 import inspect
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +23,19 @@ EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md"]
 # Pages whose ```python blocks run in order, in one `__main__` namespace, and where a ```text block
 # right after a python block is exactly what that block prints (memory addresses as `0x...`).
 OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
+# Pages whose examples are run by another test, which also checks the output they show.
+RUN_ELSEWHERE = {
+    "scaling.md": "tests/multidevice/test_scaling_docs.py",
+    "pytest_plugin.md": "test_pytest_plugin_page_runs_as_shown (below)",
+}
 
 
 def _public_names() -> set[str]:
     return {
         name
-        for name, value in vars(es).items()
-        if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+        for name in dir(es)
+        if not name.startswith("_")
+        and (inspect.isfunction(getattr(es, name)) or inspect.isclass(getattr(es, name)))
     }
 
 
@@ -131,3 +143,96 @@ def test_every_tool_option_and_fixture_is_documented():
         for page, page_names in names.items()
     }
     assert missing == {page: [] for page in names}, f"document these in docs/: {missing}"
+
+
+def test_every_page_with_examples_runs():
+    pages = {
+        path.relative_to(DOCS).as_posix()
+        for path in DOCS.rglob("*.md")
+        if "```python" in path.read_text()
+    }
+    covered = set(EXECUTED_PAGES) | set(OUTPUT_PAGES) | set(RUN_ELSEWHERE)
+    assert sorted(pages - covered) == [], "run these pages' examples in tests/test_docs.py"
+
+
+# Docstrings: those of every public name and of the public members of public classes (and of
+# the wrapper `es.filter_jit` returns), as mkdocstrings renders them.
+
+
+def _docstrings() -> dict[str, str]:
+    found: dict[str, str] = {}
+    objects = {f"eqxstable.{name}": getattr(es, name) for name in sorted(_public_names())}
+    objects["eqxstable.filter_jit(...)"] = type(es.filter_jit(lambda x: x))
+    for qualname, obj in objects.items():
+        found[qualname] = inspect.getdoc(obj) or ""
+        if inspect.isclass(obj):
+            for name, member in vars(obj).items():
+                if not name.startswith("_") and getattr(member, "__doc__", None):
+                    found[f"{qualname}.{name}"] = inspect.getdoc(member) or ""
+    return found
+
+
+def _docstring_examples() -> list[Any]:
+    return [
+        pytest.param(textwrap.dedent(block), id=f"{qualname}-{number}")
+        for qualname, doc in _docstrings().items()
+        for number, block in enumerate(re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL))
+    ]
+
+
+def test_docstring_examples_are_collected():
+    # Guards the test below against passing vacuously.
+    ids = [param.id for param in _docstring_examples()]
+    assert len(ids) >= 9
+    assert {"eqxstable.stable_key-0", "eqxstable.filter_jit-0", "eqxstable.intern-0"} <= set(ids)
+
+
+@pytest.mark.parametrize("block", _docstring_examples())
+def test_docstring_examples_run(block: str, capsys):
+    # Each example is complete: it imports what it uses, and asserts what it claims.
+    exec(compile(block, "<docstring example>", "exec"), {"__name__": "docstring_example"})
+
+
+def test_stable_key_docstring_needs_no_luck():
+    # Two lambdas written separately, even on one line, are not equivalent (their code objects
+    # differ by column): the docstring must not claim otherwise.
+    assert es.stable_key(lambda x: x + 1) != es.stable_key(lambda x: x + 1)
+
+
+def _pytest_page_blocks() -> list[tuple[str, str]]:
+    return re.findall(r"```(\w+)\n(.*?)```", (DOCS / "pytest_plugin.md").read_text(), re.DOTALL)
+
+
+def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
+    blocks = _pytest_page_blocks()
+    (language, test_file), (shown_language, shown) = blocks[0], blocks[1]
+    assert (language, shown_language) == ("python", "text")
+    (tmp_path / "test_train.py").write_text(test_file)
+    command, *expected = shown.splitlines()
+    assert command == "$ pytest -q test_train.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_train.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", COLUMNS="80"),
+        timeout=300,
+    )
+
+    def normalise(lines: list[str]) -> list[str]:
+        return [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+
+    assert normalise(proc.stdout.strip().splitlines()) == normalise(expected)
+    # The page's fixture example runs too, and passes.
+    examples = [body for language, body in blocks[2:] if language == "python"]
+    assert examples, "docs/pytest_plugin.md shows no `no_recompiles` fixture example"
+    (tmp_path / "test_steady.py").write_text("\n".join(examples))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_steady.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout

@@ -29,10 +29,10 @@ NET_AVOIDED = {
     "sweep.py": 2,
     "rebuilt_lambda.py": 0,
     "global_optimiser.py": 3,
-    "jax_jit_static.py": 0,
+    "jax_jit.py": 0,
     "mixed_jits.py": 1,
     "rebound_global_value.py": -1,
-    "static_values.py": 1,
+    "equal_but_different.py": 1,
 }
 # The jitted function reads a global that the script rebinds: eqxstable's `filter_jit` keeps its
 # program only once the function's key covers the values of the globals it reads.

@@ -134,7 +134,7 @@ def test_closest_entry_is_the_one_with_fewest_differences():
     jitted(jnp.ones(3), 2)
     miss = jitted.misses[-1]
     assert (miss.kind, miss.path) == ("static", "args[1]")
-    assert "more differences" not in miss.reason
+    assert "more difference" not in miss.reason
 
 
 def test_structure_names_the_new_node():

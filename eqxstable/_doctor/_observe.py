@@ -115,9 +115,16 @@ def _fun_name(fun: Any) -> str:
 
 
 class Observer:
-    """Installs the hooks, keeps one `Record` per jitted function, and uninstalls cleanly."""
+    """Installs the hooks, keeps one `Record` per jitted function, and uninstalls cleanly.
 
-    def __init__(self):
+    **Arguments:**
+
+    - `only_made`: predict what `--stabilize` would do only for the wrappers noted with
+        `made()` (those the script made, which `--stabilize` replaces); by default, for all.
+    """
+
+    def __init__(self, only_made: bool = False):
+        self.only_made = only_made
         self.records: list[Record] = []
         self.hooks: tuple[str, str] = ("none", "none")
         self._by_fun: dict[Any, Record] = {}
@@ -279,7 +286,7 @@ class Observer:
                     key = fun_key
             # Only the wrappers that `--stabilize` would replace are predicted; the others (made
             # before the doctor started, inside a library) stay as they are.
-            replaced = cached in self._made
+            replaced = not self.only_made or cached in self._made
             shadow = None
             if fun is not None and replaced:
                 shadow = self._predictor.wrapper(fun, options, key)

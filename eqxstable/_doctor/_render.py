@@ -215,8 +215,10 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
                 f"it compiles for {_count(p['added'], 'call', 'calls')} that Equinox served "
                 "from a program made for something else (marked [eqxstable compiles])"
             )
+        names = [row["name"] for row in report["functions"] if row["jit"] == "equinox"]
+        which = f"`{names[0]}`" if len(names) == 1 else "the `equinox.filter_jit` functions above"
         text = (
-            f"Under eqxstable's `filter_jit`, the `equinox.filter_jit` functions above would make "
+            f"Under eqxstable's `filter_jit`, {which} would make "
             f"{_count(then, 'miss', 'misses')} instead of {now}: {'; '.join(parts)}. "
             f"`eqxstable doctor --stabilize {report['script']}` runs it that way."
         )

@@ -173,7 +173,7 @@ def run(
     `(exit status, report)`: the status Python would exit with, and the report as a JSON-able
     dict (see `write_report`).
     """
-    observer = Observer()
+    observer = Observer(only_made=True)
     hooks = observer.install()
     watch = JaxJitWatch(_busy(observer))
     explains = watch.install()

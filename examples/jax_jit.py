@@ -1,5 +1,9 @@
 """Plain `jax.jit`, no `filter_jit` at all: `power` compiles three times, once for each value of
-its static argument; `shift` once per input type."""
+its static argument; `shift` once per input type. The doctor counts and explains these compiles
+with JAX's own cache-miss explanations.
+
+Run: `python -m eqxstable doctor examples/jax_jit.py`
+"""
 
 from functools import partial
 
