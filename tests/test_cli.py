@@ -102,6 +102,8 @@ def test_module_runs_as_python_m_runs_it(tmp_path):
     assert proc.stdout == plain.stdout == f"argv ['--json', 'x'] __main__ {tmp_path}\n"
     report = json.loads(out.read_text())
     assert report["script"] == "-m mypkg.tool"
+    # JAX's explanations, turned on by the doctor, are not the script's output.
+    assert "TRACING CACHE MISS" not in proc.stderr
     (row,) = report["functions"]
     assert (row["jit"], row["misses"]) == ("jax", 2)
     assert row["misses_by_kind"] == {"first": 1, "static": 1}

@@ -236,3 +236,47 @@ def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout
+
+
+# docs/doctor.md (and the README, see tests/test_readme.py) show the doctor's reports: a ```text
+# block that starts with `$ python -m eqxstable doctor ...` is what that command prints on stderr.
+
+
+def normalise_report(text: str) -> str:
+    """A report without what varies from run to run: seconds, addresses, and so the wrapping."""
+    text = re.sub(r"\b\d+\.\d+\b", "<seconds>", text)
+    text = re.sub(r"0x[0-9a-f]+", "0x...", text)
+    return " ".join(text.split())
+
+
+def doctor_report(command: str) -> str:
+    """The report (stderr) that `command`, a `python -m eqxstable doctor ...` line, prints."""
+    words = command.removesuffix("> /dev/null").split()
+    assert words[:4] == ["python", "-m", "eqxstable", "doctor"], command
+    proc = subprocess.run(
+        [sys.executable, *words[1:]],
+        capture_output=True,
+        text=True,
+        cwd=DOCS.parent,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def _shown_reports() -> list[Any]:
+    blocks = re.findall(r"```text\n\$ (.*?)\n(.*?)```", (DOCS / "doctor.md").read_text(), re.DOTALL)
+    return [
+        pytest.param(command, shown, id=command.split(" doctor ")[-1].removesuffix(" > /dev/null"))
+        for command, shown in blocks
+    ]
+
+
+def test_doctor_page_shows_reports():
+    assert len(_shown_reports()) >= 4
+
+
+@pytest.mark.parametrize("command, shown", _shown_reports())
+def test_doctor_page_shows_what_the_doctor_prints(command: str, shown: str):
+    assert normalise_report(doctor_report(command)) == normalise_report(shown)

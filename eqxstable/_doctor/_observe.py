@@ -12,11 +12,10 @@ the `jax.monitoring` trace event (top-level traces only) as the witness of a tra
 says which hooks it used, and a test fails when it was not the first choice.
 """
 
-import contextlib
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -89,13 +88,29 @@ class _CacheState:
         self.fresh = True
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    # Keying the arguments (to explain a miss) must not warn into the script: a
-    # `StabilityWarning` there is eqxstable's business, not the observed script's.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+_IGNORE = ("ignore", None, Warning, None, 0)
+
+
+class _Quiet:
+    """Keying the arguments (to predict or explain a miss) must not warn into the script: a
+    `StabilityWarning` there is eqxstable's business, not the observed script's.
+
+    Cheaper than `warnings.catch_warnings()` on every call, and without its side effect: that
+    bumps the filters' version, after which warnings the script has already seen once are shown
+    again. An "ignore" filter swapped in and out leaves no trace in the warning registries."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        self.saved = warnings.filters
+        warnings.filters = [_IGNORE]  # pyright: ignore[reportAttributeAccessIssue]
+
+    def __exit__(self, *exc: object) -> None:
+        warnings.filters = self.saved  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _quiet() -> _Quiet:
+    return _Quiet()
 
 
 def _location(fun: Any) -> str:
@@ -331,16 +346,25 @@ class Observer:
         record.compile_seconds += frame.compile_seconds
         record.trace_seconds += frame.trace_seconds
         traced = frame.traced or frame.compiled
+        predicted = None
+        settled = True
+        if not state.replaced:
+            pass
+        elif decision is None:
+            record.unpredicted += 1
+        else:
+            try:
+                settled = self._predictor.settle(decision, traced)
+            except Exception:  # pragma: no cover - counted, and the report says so.
+                record.unpredicted += 1
+        if settled and not traced:
+            return
         with _quiet():
             sig = signature(args, kwargs) if traced else None
-            predicted = None
-            if not state.replaced:
-                pass
-            elif decision is None:
-                record.unpredicted += 1
-            else:
+            if not settled:
+                assert decision is not None
                 try:
-                    predicted = self._predictor.after(decision, leaves, args, kwargs, traced, sig)
+                    predicted = self._predictor.miss(decision, leaves, args, kwargs, sig)
                 except Exception:  # pragma: no cover - counted, and the report says so.
                     record.unpredicted += 1
             if predicted is not None:

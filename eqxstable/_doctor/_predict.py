@@ -113,43 +113,48 @@ class Predictor:
         entry = wrapper.program.cache.lookup(leaves, treedef)
         return Decision(wrapper, wrapper.program, entry, rebound)
 
-    def after(
-        self,
-        decision: Decision,
-        leaves: list,
-        args: tuple,
-        kwargs: dict,
-        traced: bool,
-        sig: Signature | None,
-    ) -> Miss | None:
-        """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
-
-        **Arguments:**
-
-        - `decision`: what `before` decided for this call.
-        - `leaves`: the call's flattened arguments.
-        - `args`, `kwargs`: the call's arguments (to explain a predicted miss).
-        - `traced`: whether Equinox traced or compiled for this call.
-        - `sig`: the call's `signature`, if already made.
-        """
-        wrapper, program, entry, rebound = decision
+    def settle(self, decision: Decision, traced: bool) -> bool:
+        """Notes that the call ran (`traced`: whether Equinox traced or compiled for it).
+        Returns `True` when eqxstable surely hit too, without keying anything; else `miss`
+        decides."""
+        wrapper, program, entry, _ = decision
         wrapper.calls += 1
         pair = (program, entry)
         if wrapper.pair is None:
             wrapper.pair = pair
         elif wrapper.pair is not _MANY and wrapper.pair != pair:
             wrapper.pair = _MANY
-        seen = program.seen.get(entry)
         if traced:
             # What tracing changed in the function or its arguments (a trace counter) is part of
             # the program, not a later change: a stable wrapper looks again after its traces.
             wrapper.resnapshot()
             entry.resnapshot()
-        elif seen is not None and wrapper.pair is not _MANY:
-            # Equinox reused a program compiled for these array types, and every call of this
-            # wrapper so far used this one entry: eqxstable has it too.
-            return None
+            return False
+        # Equinox reused a program compiled for these array types, and every call of this
+        # wrapper so far used this one entry: eqxstable compiled for them under it too.
+        return entry in program.seen and wrapper.pair is not _MANY
+
+    def miss(
+        self,
+        decision: Decision,
+        leaves: list,
+        args: tuple,
+        kwargs: dict,
+        sig: Signature | None,
+    ) -> Miss | None:
+        """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
+
+        **Arguments:**
+
+        - `decision`: what `before` decided for this call (after `settle`).
+        - `leaves`: the call's flattened arguments.
+        - `args`, `kwargs`: the call's arguments (to explain a predicted miss).
+        - `sig`: the call's `signature`, if already made.
+        """
+        _, program, entry, rebound = decision
+        wrapper = decision.wrapper
         avals = tuple(map(_array_leaf, itertools.compress(leaves, entry.dyn_sel)))
+        seen = program.seen.get(entry)
         if seen is None:
             seen = program.seen[entry] = set()
         if avals in seen:

@@ -18,6 +18,7 @@ def step(model, opt_state, x, y):
     return eqx.apply_updates(model, updates), opt_state, loss
 
 
+loss = jnp.inf
 x = jnp.linspace(-1.0, 1.0, 16).reshape(8, 2)
 y = jnp.sum(x, axis=1, keepdims=True)
 for epoch in range(4):

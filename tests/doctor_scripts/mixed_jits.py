@@ -1,6 +1,8 @@
 """A script with all three: a stable `filter_jit` of its own, an `equinox.filter_jit` that donates
 its arguments and traces a counter, a method, and a plain `jax.jit` called inside and outside."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -30,7 +32,7 @@ def norm(x):
 
 class Affine(eqx.Module):
     weight: jax.Array
-    act: object
+    act: Callable
 
     @eqx.filter_jit
     def __call__(self, x):
