@@ -127,7 +127,7 @@ def _tool_names() -> dict[str, set[str]]:
     cli = (package / "_cli.py").read_text()
     plugin = (package / "_pytest_plugin.py").read_text()
     return {
-        "doctor.md": {"eqxstable doctor", *re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", cli)},
+        "doctor.md": {"eqxstable doctor", *re.findall(r"add_argument\(\s*\"(--?[\w-]+)\"", cli)},
         "pytest_plugin.md": {
             "max_traces",
             *re.findall(r"^@pytest\.fixture.*\ndef (\w+)", plugin, flags=re.MULTILINE),
@@ -137,7 +137,8 @@ def _tool_names() -> dict[str, set[str]]:
 
 def test_every_tool_option_and_fixture_is_documented():
     names = _tool_names()
-    assert "--stabilize" in names["doctor.md"] and "traces" in names["pytest_plugin.md"]
+    assert {"--stabilize", "-m", "--version"} <= names["doctor.md"]
+    assert "traces" in names["pytest_plugin.md"]
     missing = {
         page: sorted(name for name in page_names if f"`{name}" not in (DOCS / page).read_text())
         for page, page_names in names.items()
@@ -266,7 +267,8 @@ def doctor_report(command: str) -> str:
 
 
 def _shown_reports() -> list[Any]:
-    blocks = re.findall(r"```text\n\$ (.*?)\n(.*?)```", (DOCS / "doctor.md").read_text(), re.DOTALL)
+    page = (DOCS / "doctor.md").read_text()
+    blocks = re.findall(r"```text\n\$ (python -m eqxstable doctor .*?)\n(.*?)```", page, re.DOTALL)
     return [
         pytest.param(command, shown, id=command.split(" doctor ")[-1].removesuffix(" > /dev/null"))
         for command, shown in blocks
