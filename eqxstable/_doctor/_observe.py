@@ -10,6 +10,11 @@ XLA compile and trace seconds come from `jax.monitoring` duration events.
 When Equinox's internals move, the doctor falls back: to `_JitWrapper.__call__` for calls, and to
 the `jax.monitoring` trace event (top-level traces only) as the witness of a trace. `install()`
 says which hooks it used, and a test fails when it was not the first choice.
+
+Each call is also shown, before it runs, to the prediction (`_predict.py`): what eqxstable's
+`filter_jit` would do in the wrapper's place. After the call, a miss of Equinox is explained
+(`_explain.py`) and marked avoidable or not; a hit of Equinox where eqxstable would compile is an
+added miss.
 """
 
 import threading
@@ -258,19 +263,24 @@ class Observer:
 
     def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
         __tracebackhide__ = True
-        state = decision = leaves = None
+        state = decision = leaves = treedef = None
         if not is_lower:
             # Observing must not change what the script does: no exception may reach it.
             try:
                 with _quiet():
                     state = self._state(jit_wrapper)
                     leaves, treedef = jtu.tree_flatten((args, kwargs))
-                    # Decided before the call, as a stable wrapper decides: the call may change
-                    # what the prediction watches (a trace counter, a donated argument).
-                    if state.shadow is not None:
+            except Exception:  # pragma: no cover
+                state = None
+            if state is not None and state.shadow is not None and leaves is not None:
+                # Decided before the call, as a stable wrapper decides: the call may change what
+                # the prediction watches (a trace counter, a donated argument). A failure leaves
+                # the call counted but not predicted, and the report says so.
+                try:
+                    with _quiet():
                         decision = self._predictor.before(state.shadow, leaves, treedef)
-            except Exception:
-                decision = None
+                except Exception:
+                    decision = None
         frames = self._stack.frames
         frame = _Frame(lowering=is_lower)
         frames.append(frame)
