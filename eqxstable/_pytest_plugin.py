@@ -5,11 +5,16 @@ in a test, without hand-written counters:
     times while it ran, with that function's misses explained (`wrapper.explain()`).
 - the `traces` fixture: `traces.count(f)` is how often `f` traced during the test so far.
 - the `no_recompiles` fixture: the test runs inside `with es.no_recompiles():`.
+- `pytest --eqxstable-verify`: every stable `filter_jit` runs in verify mode (as with
+    `EQXSTABLE_VERIFY=1`).
 
-eqxstable (and JAX) are imported only when a test uses one of these, so that merely having the
-plugin installed costs other test suites nothing.
+eqxstable's jit layer (and so JAX and Equinox) is imported only when a test uses one of these, so
+that merely having the plugin installed costs other test suites nothing; in particular a project
+that instruments Equinox with jaxtyping's import hook (`--jaxtyping-packages=equinox,...`) still
+can, since Equinox is not imported before its hook is installed.
 """
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,8 +35,23 @@ _MSG_OVER = (
 )
 
 
+_VERIFY_HELP = (
+    "run every `eqxstable.filter_jit` in verify mode, as EQXSTABLE_VERIFY=1 does: each cache hit "
+    "is traced again and compared with the program it reuses."
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("eqxstable")
+    group.addoption("--eqxstable-verify", action="store_true", default=False, help=_VERIFY_HELP)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
+    if config.getoption("eqxstable_verify"):
+        # Set before any test module is collected (and so before any wrapper is made); the jit
+        # layer reads it.
+        os.environ["EQXSTABLE_VERIFY"] = "1"
 
 
 class TraceWatch:

@@ -12,8 +12,7 @@ import numpy as np
 
 from ._caches import cache_clears
 from ._errors import RegistryError
-from ._key_types import Identity, Key
-from ._keys import _clear_memo, stable_key
+from ._keys import clear as _clear_memo, Identity, Key, MutableKey, stable_key
 
 
 _T = TypeVar("_T")
@@ -39,6 +38,15 @@ MSG_UNKNOWN = (
     "Register one first with `eqxstable.register({name!r}, fn)`."
 )
 MSG_NAME_TYPE = "`eqxstable.register(name, ...)`: `name` must be a str, not {type}."
+MSG_NAME_EMPTY = (
+    "`eqxstable.register({name!r}, ...)`: the name is empty; give the callable a name to look "
+    "it up by, e.g. `es.register(\"swish\", swish)`."
+)
+MSG_NOT_CALLABLE = (
+    "`eqxstable.register({name!r}, fn)`: `fn` must be a callable (a function, a partial, a "
+    "module), not {type} {value!r}. To use `register` as a decorator, write "
+    "`@es.register({name!r})` above the function."
+)
 
 
 def _drop(key: Key, ref: weakref.ref) -> None:
@@ -118,7 +126,7 @@ def intern(obj: _T) -> _T:
         canonical = _find(key)
         if canonical is not None:
             return canonical
-        if type(key.parts) is Identity:
+        if type(key.parts) is Identity or type(key.parts) is MutableKey:
             # Keyed by its own identity: it is alone in its class, there is nothing to store.
             return obj
         canonical = _canonical_copy(obj)
@@ -156,7 +164,9 @@ def register(name: str, fn: Any = None) -> Any:
 
     **Raises:**
 
-    [`eqxstable.RegistryError`][] if `name` is taken by a callable that is not equivalent.
+    [`eqxstable.RegistryError`][] if `name` is taken by a callable that is not equivalent;
+    `TypeError` if `name` is not a string or `fn` is not callable; `ValueError` if `name` is
+    empty.
 
     !!! example
 
@@ -173,8 +183,12 @@ def register(name: str, fn: Any = None) -> Any:
     """
     if not isinstance(name, str):
         raise TypeError(MSG_NAME_TYPE.format(type=type(name).__name__))
+    if not name.strip():
+        raise ValueError(MSG_NAME_EMPTY.format(name=name))
     if fn is None:
         return lambda f: register(name, f)
+    if not callable(fn):
+        raise TypeError(MSG_NOT_CALLABLE.format(name=name, type=type(fn).__name__, value=fn))
     canonical = intern(fn)
     with _lock:
         old = _names.get(name)

@@ -31,6 +31,7 @@ RUN_ELSEWHERE = {
 
 
 def _public_names() -> set[str]:
+    # `dir`, not `vars`: the package imports most of its names when first used.
     return {
         name
         for name in dir(es)

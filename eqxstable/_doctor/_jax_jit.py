@@ -107,8 +107,8 @@ def parse(message: str) -> _Explained | None:
         if _SAME_LINE in message:
             reason = (
                 f"`jax.jit` was applied to a new `{name}` function object, defined on the same "
-                "line as one it compiled before (JAX: \"maybe the function is being re-defined "
-                "repeatedly, preventing caching?\"); define and jit it once, outside the loop."
+                'line as one it compiled before (JAX: "maybe the function is being re-defined '
+                'repeatedly, preventing caching?"); define and jit it once, outside the loop.'
             )
             return _Explained(name, at, JaxMiss("identity", "(the jitted function)", reason))
         reason = f"first call of `{name}`: traced and compiled."

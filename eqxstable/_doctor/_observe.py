@@ -263,22 +263,21 @@ class Observer:
 
     def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
         __tracebackhide__ = True
-        state = decision = leaves = treedef = None
+        state = decision = None
         if not is_lower:
             # Observing must not change what the script does: no exception may reach it.
             try:
                 with _quiet():
                     state = self._state(jit_wrapper)
-                    leaves, treedef = jtu.tree_flatten((args, kwargs))
             except Exception:  # pragma: no cover
                 state = None
-            if state is not None and state.shadow is not None and leaves is not None:
+            if state is not None and state.shadow is not None:
                 # Decided before the call, as a stable wrapper decides: the call may change what
                 # the prediction watches (a trace counter, a donated argument). A failure leaves
                 # the call counted but not predicted, and the report says so.
                 try:
                     with _quiet():
-                        decision = self._predictor.before(state.shadow, leaves, treedef)
+                        decision = self._predictor.before(state.shadow, args, kwargs)
                 except Exception:
                     decision = None
         frames = self._stack.frames
@@ -288,9 +287,9 @@ class Observer:
             out = original(jit_wrapper, is_lower, args, kwargs)
         finally:
             frames.pop()
-        if state is not None and leaves is not None:
+        if state is not None:
             try:
-                self._account(state, frame, leaves, args, kwargs, decision)
+                self._account(state, frame, jit_wrapper, args, kwargs, decision)
             except Exception:  # pragma: no cover
                 pass
         return out
@@ -314,7 +313,7 @@ class Observer:
             replaced = not self.only_made or cached in self._made
             shadow = None
             if fun is not None and replaced:
-                shadow = self._predictor.wrapper(fun, options, key)
+                shadow = self._predictor.wrapper(fun, options)
             state = _CacheState(self._record_for(fun, jit_wrapper, key), shadow, replaced)
             state.record.caches += 1
             self._caches[cached] = state
@@ -342,11 +341,19 @@ class Observer:
         except Exception:
             return None
 
+    def _fun_arrays(self, jit_wrapper: Any) -> list:
+        """The arrays of the function this call was made with (an Equinox wrapper unflattened
+        with new ones holds them as its `_dynamic_fun`), in the order of its leaves."""
+        dynamic = getattr(jit_wrapper, "_dynamic_fun", None)
+        if type(dynamic) is tuple:
+            return [x for x in dynamic if x is not None]
+        return [x for x in jtu.tree_leaves(self._unwrap(jit_wrapper)) if eqx.is_array(x)]
+
     def _account(
         self,
         state: _CacheState,
         frame: _Frame,
-        leaves: list,
+        jit_wrapper: Any,
         args: tuple,
         kwargs: dict,
         decision: Decision | None,
@@ -374,7 +381,10 @@ class Observer:
             if not settled:
                 assert decision is not None
                 try:
-                    predicted = self._predictor.miss(decision, leaves, args, kwargs, sig)
+                    fun_arrays = self._fun_arrays(jit_wrapper)
+                    # The signature of the call as made serves when binding changed nothing.
+                    bound = decision.args is args and decision.kwargs is kwargs
+                    predicted = self._predictor.miss(decision, fun_arrays, sig if bound else None)
                 except Exception:  # pragma: no cover - counted, and the report says so.
                     record.unpredicted += 1
             if predicted is not None:

@@ -14,11 +14,13 @@ import jax
 import jax.tree_util as jtu
 
 from .._caches import cache_clears
-from .._keys import key_uses_identity, stable_key
 from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
+from ._bind import Binder
 from ._cache import Cache, Entry
+from ._describe import describe_change
+from ._fun import FunParts, static_key
 from ._guards import check
-from ._signature import diff, Signature, signature
+from ._signature import _array_leaf, diff, Signature, signature
 
 
 _HISTORY_SEARCHED = 64
@@ -86,35 +88,42 @@ def fun_names(fun: Any) -> tuple[str, str]:
 
 
 class Program:
-    """The jitted body of one function with one set of options, and its cache."""
+    """The jitted body of one function's static part with one set of options, and its cache.
 
-    def __init__(self, fun: Any, donate: str, jitkwargs: dict[str, Any]):
-        leaves, self.fun_treedef = jtu.tree_flatten(fun)
-        self.fun_mask = [eqx.is_array(x) for x in leaves]
+    The function's arrays are arguments of the program (donated with the rest under
+    `donate="all"`), so wrappers of modules that differ only in their weights share it."""
+
+    def __init__(self, fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any], key):
+        self.fun_treedef = parts.treedef
+        self.fun_mask = parts.mask
         self.name, self.qualname = fun_names(fun)
         self.donate = donate
         self.jitkwargs = jitkwargs
+        self.key = key
         self.cache = Cache(donate)
+        self.bind = Binder(fun)
         # The signature of every call that compiled, oldest first: what a new miss is compared to.
         self.history: list[Signature] = []
         # The number of programs compiled since the last clear (`CacheInfo.currsize`).
         self.compiled = 0
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
-        self.template = self.fun_template(fun)
+        self.template = parts.template
+        # The entries whose compiled programs can raise while they run: their calls wait.
+        self.waits: set[Entry] = set()
         self.jitted = self._make_jitted()
         _all_programs.add(self)
 
-    def fun_dynamic(self, fun: Any) -> list:
-        return [x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask) if m]
+    def rebuild_fun(self, template: tuple, fun_dynamic: Any) -> Any:
+        """The function inside a trace: its arrays (traced) put back among its other leaves."""
+        return FunParts(self.fun_treedef, self.fun_mask, template, ()).rebuild(fun_dynamic)
 
-    def fun_template(self, fun: Any) -> list:
-        """`fun`'s leaves with its arrays left out: what a trace rebuilds `fun` from."""
-        return [None if m else x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask)]
+    split_output = staticmethod(_split_output)
 
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
         self.compiled = 0
+        self.waits = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
 
@@ -135,10 +144,8 @@ class Program:
             # The calling wrapper's own function is traced, not the one this program was made
             # for: wrappers of equivalent functions share the program, and each checks on every
             # call that its function still has the key the program was made for.
-            fun_leaves = list(call.wrapper._fun_template if call is not None else self.template)
-            for i, x in zip((i for i, m in enumerate(self.fun_mask) if m), fun_dynamic):
-                fun_leaves[i] = x
-            fun = self.fun_treedef.unflatten(fun_leaves)
+            template = call.wrapper._fun_template if call is not None else self.template
+            fun = self.rebuild_fun(template, fun_dynamic)
             args, kwargs = entry.rebuild(donated, kept)
             out = fun(*args, **kwargs)
             if explained is not None:
@@ -149,7 +156,8 @@ class Program:
         # Compile logs and profiles show the user's function, not ours.
         body.__name__ = self.name
         body.__qualname__ = self.qualname
-        donate_argnums = () if self.donate == "none" else (0,)
+        # As `equinox.filter_jit`: every mode but "none" donates the function's own arrays too.
+        donate_argnums = () if self.donate == "none" else (0, 2)
         return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
 
     def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
@@ -158,7 +166,14 @@ class Program:
         except RecursionError:
             # A pytree nested deeper than Python's recursion limit: still compile, unexplained.
             sig = None
-        rebound = call.wrapper._rebound
+        if sig is not None and call.wrapper._dynamic:
+            # The function's own arrays are arguments of the program too (`fun.weight`).
+            fun_leaves = tuple(
+                (f"fun{jtu.keystr(path)}", _array_leaf(x))
+                for (path, x) in call.wrapper._array_paths()
+            )
+            sig = Signature(sig.leaves + fun_leaves, sig.nodes)
+        rebound = call.wrapper._state.rebound
         if rebound is not None:
             reason = (
                 f"{rebound}, so `{self.name}` was traced again instead of reusing the program "
@@ -167,14 +182,16 @@ class Program:
             return Miss("mutated", self.name, reason), sig
         mutated = getattr(entry, "mutated", None)
         if mutated is not None:
-            index, what = mutated
+            index, old, new = mutated
             path = "(a static field)"
             if index is not None and sig is not None:
                 path = sig.leaves[index][0]
+            what = describe_change(old, new)
             reason = (
-                f"{what}, so `{path}` was traced again instead of reusing the program compiled "
-                "for its old contents; pass immutable values (tuples, frozen dataclasses) or "
-                "arrays to avoid the retrace."
+                f"`{path}` is the same object as before, but it was changed in place after it "
+                f"was used ({what}), so it was traced again instead of reusing the program "
+                "compiled before the change; "
+                "pass what changes as an array argument, or keep it unchanged."
             )
             return Miss("mutated", path, reason), sig
         if sig is None:
@@ -204,7 +221,7 @@ class Program:
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
-        entry.resnapshot()
+        self.cache.rekey(entry)
 
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
@@ -215,29 +232,37 @@ class Program:
 
 
 _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
-# Programs of functions with a value key (no identity fallback, no arrays), shared by all
-# wrappers of equivalent functions with the same options until `es.clear_caches()`.
+# Programs by the key of what they are compiled for (`static_key`: the function without its
+# arrays, and the options), shared by every wrapper of an equivalent function until
+# `es.clear_caches()`, as `equinox.filter_jit` shares its compiled programs; the key covers
+# everything the function's trace can read. Also by the key a function has after a trace that
+# changed it (see `alias_program`).
 _shared: dict[Any, Program] = {}
 
 
-def get_program(
-    fun: Any, donate: str, jitkwargs: dict[str, Any], stale: Program | None = None
-) -> Program:
-    """The program for `fun` with these options: a shared one when `fun` has a value key.
+def _options(jitkwargs: dict[str, Any]) -> tuple:
+    return tuple(sorted(jitkwargs.items()))
 
-    `stale` is a program whose compiled code no longer matches `fun` (a global that `fun` reads
-    was reassigned, which leaves its key as it was): it is never returned, and is replaced for
-    every wrapper that asks later.
-    """
-    if any(map(eqx.is_array, jtu.tree_leaves(fun))):
-        return Program(fun, donate, jitkwargs)
-    key = stable_key((fun, donate, tuple(sorted(jitkwargs.items()))))
-    if key_uses_identity(key):
-        return Program(fun, donate, jitkwargs)
+
+def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any]) -> Program:
+    """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
+    an equivalent function."""
+    key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
-    if program is None or program is stale:
-        program = _shared[key] = Program(fun, donate, jitkwargs)
+    if program is None:
+        program = _shared[key] = Program(fun, parts, donate, jitkwargs, key)
     return program
+
+
+def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
+    """After `fun` traced `program`: what a function changes in itself while traced (a
+    `nonlocal` trace counter) is part of the program, so another wrapper of this function
+    (`es.filter_jit(f)` or `es.filter_jit(m.method)` made again) reuses it. The key of what can
+    change in place names it by identity (a rebound cell, a list), so an equivalent copy made
+    elsewhere in the changed state, which never ran this trace, does not find it."""
+    key = static_key(fun, parts, program.donate, _options(program.jitkwargs))
+    if key != program.key:
+        _shared.setdefault(key, program)
 
 
 def _clear_all() -> None:

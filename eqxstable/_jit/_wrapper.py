@@ -1,21 +1,26 @@
-"""The stable `filter_jit`: a drop-in for `equinox.filter_jit` whose static arguments are compared
-by `stable_key`, type-exactly, and that accounts for and explains every recompilation."""
+"""The callable that [`eqxstable.filter_jit`][] returns: its hit path, `.lower()`, its counters,
+and its life as a pytree (its leaves are the function's arrays, as with `equinox.filter_jit`)."""
 
+import copy
 import dataclasses
 import functools as ft
 import warnings
 from collections.abc import Callable
-from typing import Any, Generic, Literal, overload, TYPE_CHECKING, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TYPE_CHECKING, TypeVar
 
 import equinox as eqx
+import jax
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
-from .._mutation import snapshot_mutables
-from .._mutation_check import MutationCheck
+from .._keys import compute, stable_key
+from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
-from ._guards import OnRecompile
-from ._program import get_program
+from ._describe import describe_change
+from ._fun import FunParts, split_fun
+from ._lowered import Lowered
+from ._program import alias_program, get_program, Program
+from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -23,182 +28,291 @@ _flatten = jtu.default_registry.flatten
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
-Donate = Literal["all", "all-except-first", "warn", "warn-except-first", "none"]
-_DONATE: dict[str, tuple[str, bool]] = {
-    # mode -> (which leaves are donated, whether "donated buffers were not usable" is silenced)
-    "all": ("all", True),
-    "all-except-first": ("all-except-first", True),
-    "warn": ("all", False),
-    "warn-except-first": ("all-except-first", False),
-    "none": ("none", False),
-}
-_FORBIDDEN_JITKWARGS = (
-    "static_argnums",
-    "static_argnames",
-    "donate_argnums",
-    "donate_argnames",
-    "in_shardings",
-    "out_shardings",
-)
 
-_MSG_DONATE = (
-    "`es.filter_jit(..., donate={donate!r})` is not a donation mode: use one of 'all', "
-    "'all-except-first', 'warn', 'warn-except-first' or 'none'."
-)
-_MSG_ON_RECOMPILE = (
-    "`es.filter_jit(..., on_recompile={value!r})` is not an option: use 'ignore', 'warn' or "
-    "'raise'."
-)
-_MSG_MAX_TRACES = (
-    "`es.filter_jit(..., max_traces={value!r})` should be a positive int or None (no limit)."
-)
-_MSG_JITKWARGS = (
-    "`es.filter_jit(..., {name}=...)` is not supported: arrays are traced and everything else is "
-    "static, and donation is chosen with `donate=...`."
-)
-_MSG_LOWERED_MISMATCH = (
-    "`{name}.lower(...).compile()` was called with arguments whose static parts or structure "
-    "differ from those it was lowered with; lower it again for these arguments."
-)
+class _State:
+    """What a wrapper shares with its copies (made by unflattening it as a pytree, or by
+    `copy.copy`): they are one jitted function, so they count, and recompile, together."""
+
+    __slots__ = (
+        "fun",
+        "parts",
+        "which",
+        "filter_warning",
+        "jitkwargs",
+        "verifying",
+        "program",
+        "fun_key",
+        "fun_watch",
+        "watching",
+        "rebound",
+        "stats",
+        "jit_id",
+        "aux",
+        "names",
+        "keys",
+        "__weakref__",
+    )
+
+    def __init__(self, fun: Any, parts: FunParts, which: str, filter_warning: bool, jitkwargs):
+        self.fun = fun
+        self.parts = parts
+        self.which = which
+        self.filter_warning = filter_warning
+        self.jitkwargs = jitkwargs
+        self.stats = Stats()
+        # The `__equinox_jit_id__` of this function's frames (see `_runtime_error.py`).
+        self.jit_id = new_jit_id()
+        # The key of each leaf (its path in the function), made when first asked for.
+        self.keys: list | None = None
+        self.use(get_program(fun, parts, which, jitkwargs), None)
+
+    def use(self, program: Program, rebound: str | None) -> None:
+        """Calls `program` from now on, with the function as it is now."""
+        self.program = program
+        # What changed in the function, for the next miss: it is of kind "mutated".
+        self.rebound = rebound
+        self.resnapshot()
+
+    def resnapshot(self) -> None:
+        self.fun_key, self.fun_watch = compute(self.fun)
+        # Whether a call must look at the function at all (the hit path reads only this).
+        self.watching = bool(self.fun_watch) or self.rebound is not None
+
+    def refresh(self) -> Program:
+        """The program to call: the function itself may have changed since the last call (a
+        closure cell rebound, a global it reads reassigned). An equal key keeps the program; a
+        changed function gets the program of its new key, and its next miss says what changed."""
+        if not self.fun_watch.valid():
+            old = self.fun_key
+            key, self.fun_watch = compute(self.fun)
+            if key != old:
+                program = get_program(self.fun, self.parts, self.which, self.jitkwargs)
+                rebound = None
+                if self.stats.calls:
+                    # Before its first call, a wrapper has nothing stale to explain.
+                    what = describe_change(old, key)
+                    name = self.program.qualname
+                    rebound = f"`{name}` had a value it reads rebound after it was used ({what})"
+                self.use(program, rebound)
+        elif self.rebound is not None:
+            self.rebound = None
+            self.watching = bool(self.fun_watch)
+        return self.program
+
+    def traced(self, program: Program) -> None:
+        """After a call that traced `program`: what the function changed in itself while traced
+        (a `nonlocal` trace counter) is not a change after the program was made."""
+        self.resnapshot()
+        alias_program(program, self.fun, self.parts)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Aux:
+    """A wrapper's pytree node data: the function's static part and the options.
+
+    Two wrappers of equivalent functions with the same options have equal node data: `==` is
+    `stable_key` equality (so `jax.jit` and the stable cache both see the same structure), and
+    the counters are in `state`, a slot that is no dataclass field, so part of neither.
+    """
+
+    __slots__ = (
+        "treedef",
+        "template",
+        "donate",
+        "max_traces",
+        "on_recompile",
+        "jitkwargs",
+        "verify",
+        "state",
+    )
+    treedef: Any
+    template: tuple
+    donate: str
+    max_traces: int | None
+    on_recompile: str
+    jitkwargs: tuple
+    verify: bool | None
+
+    if TYPE_CHECKING:
+        # Set once, after `__init__`; a class variable to the type checker, so that it is no
+        # dataclass field.
+        state: ClassVar[_State]
+
+    def __hash__(self) -> int:
+        # Only what cannot change: the key of the function's static part can (a closure cell
+        # rebound), and a hash must not.
+        options = (self.donate, self.max_traces, self.on_recompile, self.jitkwargs, self.verify)
+        return hash((self.treedef, *options))
+
+    def __eq__(self, other: object) -> bool:
+        # The key is computed afresh (it is memoised for functions while they are unchanged),
+        # never cached here, so that a function changed in place is compared as it is now.
+        return self is other or (type(other) is _Aux and stable_key(self) == stable_key(other))
+
+
+class _FunKey(NamedTuple):
+    """The key of one of a wrapper's leaves: its path inside the wrapped function."""
+
+    path: tuple
+
+    def __str__(self) -> str:
+        return ".__wrapped__" + jtu.keystr(self.path)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False, init=False)
 class _JitWrapper(Generic[_P, _T]):
     """The callable returned by [`eqxstable.filter_jit`][].
 
-    It is a frozen dataclass of the function and the options only, so that `stable_key` keys it
-    by value (two wrappers of equivalent functions with the same options are equivalent) and a
-    wrapper used as a static value never looks mutated. What changes on every call (the compiled
-    programs and the counters) lives in slots, which are not part of its key.
+    As `equinox.filter_jit`'s wrapper, it is a pytree whose leaves are the arrays of the wrapped
+    function (gradients reach a jitted module's weights), and those arrays are passed to the
+    compiled program as arguments, never baked into it. For `stable_key` it is a frozen
+    dataclass of its node data and those arrays; the compiled programs and the counters live in
+    slots, which are part of neither, so a wrapper used as a static value never looks mutated.
     """
 
-    __slots__ = (
-        "_program",
-        "_stats",
-        "_fun_dynamic",
-        "_fun_template",
-        "_fun_check",
-        "_rebound",
-        "_filter_warning",
-        "__dict__",
-        "__weakref__",
-    )
+    __slots__ = ("_state", "_stats", "_fun", "__dict__", "__weakref__")
 
-    fun: Callable[_P, _T]
-    donate: Donate
-    max_traces: int | None
-    on_recompile: OnRecompile
-    jitkwargs: tuple[tuple[str, Any], ...]
+    _aux: _Aux
+    _dynamic: tuple
 
     if TYPE_CHECKING:
-        # Copied from `fun` as `functools.update_wrapper` does.
+        # Copied from the function as `functools.update_wrapper` does.
         __name__: str
         __qualname__: str
-        __wrapped__: Callable[_P, _T]
 
-    def __init__(
-        self,
-        fun: Callable[_P, _T],
-        donate: Donate,
-        max_traces: int | None,
-        on_recompile: OnRecompile,
-        jitkwargs: dict[str, Any],
-    ):
+    def __init__(self, fun: Any, state: _State):
+        """Private: use [`eqxstable.filter_jit`][]."""
+        self._set(state, state.parts.dynamic)
+        object.__setattr__(self, "_fun", fun)
+
+    def _set(self, state: _State, dynamic: tuple) -> None:
         init = ft.partial(object.__setattr__, self)
-        init("fun", fun)
-        init("donate", donate)
-        init("max_traces", max_traces)
-        init("on_recompile", on_recompile)
-        init("jitkwargs", tuple(sorted(jitkwargs.items())))
-        which, filter_warning = _DONATE[donate]
-        program = get_program(fun, which, jitkwargs)
-        # As `functools.update_wrapper`, which a frozen dataclass does not allow.
-        for name in ft.WRAPPER_ASSIGNMENTS:
-            try:
-                init(name, getattr(fun, name))
-            except AttributeError:
-                pass
-        own = {f.name for f in dataclasses.fields(self)}
-        for name, value in getattr(fun, "__dict__", {}).items():
-            if name not in own:
-                self.__dict__[name] = value
-        init("__wrapped__", fun)
-        # A callable object (a module) has no names of its own: use those of its class.
-        if "__name__" not in self.__dict__:
-            init("__name__", program.name)
-            init("__qualname__", program.qualname)
-        self._use(program, None)
-        init("_filter_warning", filter_warning)
-        init("_stats", Stats())
-        live_wrappers.add(self)
+        init("_aux", state.aux)
+        init("_dynamic", dynamic)
+        init("_state", state)
+        init("_stats", state.stats)
+        self.__dict__.update(state.names)
 
-    def _use(self, program: Any, rebound: str | None) -> None:
-        """Calls `program` from now on, with the function as it is now."""
-        init = ft.partial(object.__setattr__, self)
-        init("_program", program)
-        init("_fun_dynamic", program.fun_dynamic(self.fun))
-        init("_fun_template", program.fun_template(self.fun))
-        self._resnapshot()
-        # What changed in the function, for the next miss: it is of kind "mutated".
-        init("_rebound", rebound)
+    @classmethod
+    def _copy(cls, state: _State, dynamic: tuple) -> "_JitWrapper":
+        """A wrapper of the same function with these leaves (its unflattening), sharing `state`."""
+        new = object.__new__(cls)
+        new._set(state, dynamic)
+        return new
 
-    def _resnapshot(self) -> None:
-        snapshot = snapshot_mutables(self.fun)
-        check = None if snapshot is None else MutationCheck(snapshot)
-        object.__setattr__(self, "_fun_check", check)
+    @property
+    def __wrapped__(self) -> Callable[_P, _T]:
+        """The wrapped function (rebuilt with this wrapper's leaves)."""
+        try:
+            return self._fun
+        except AttributeError:
+            fun = self._state.parts.rebuild(self._dynamic)
+            object.__setattr__(self, "_fun", fun)
+            return fun
 
-    def _check_fun(self) -> Any:
-        """The program to call: the function itself may have changed since the last call (a
-        closure cell rebound, a global it reads reassigned), and a compiled program bakes in
-        what it computed then, so a changed function gets the program of its new key."""
-        check = self._fun_check
-        if check is not None:
-            rebound = check.changed()
-            if rebound is not None:
-                which, _ = _DONATE[self.donate]
-                program = get_program(self.fun, which, dict(self.jitkwargs), stale=self._program)
-                # Before its first call, a wrapper has nothing stale to explain.
-                self._use(program, rebound if self._stats.calls else None)
-            elif self._rebound is not None:
-                object.__setattr__(self, "_rebound", None)
-        return self._program
+    @property
+    def fun(self) -> Callable[_P, _T]:
+        return self.__wrapped__
+
+    @property
+    def donate(self) -> str:
+        return self._aux.donate
+
+    @property
+    def max_traces(self) -> int | None:
+        return self._aux.max_traces
+
+    @property
+    def on_recompile(self) -> str:
+        return self._aux.on_recompile
+
+    @property
+    def jitkwargs(self) -> tuple:
+        return self._aux.jitkwargs
+
+    @property
+    def verify(self) -> bool | None:
+        return self._aux.verify
+
+    @property
+    def _fun_template(self) -> tuple:
+        # What verify mode rebuilds the function from.
+        return self._state.parts.template
+
+    def _array_paths(self) -> list[tuple[tuple, Any]]:
+        """`(path inside the function, array)` for each of the function's arrays."""
+        keyed, _ = _flatten_wrapper_with_keys(self)
+        return [(key.path, x) for key, x in keyed]
+
+    @property
+    def _program(self) -> Program:
+        return self._state.program
 
     @property
     def name(self) -> str:
-        return self._program.qualname
+        return self._state.program.qualname
 
     def __call__(self, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         __tracebackhide__ = True
+        state = self._state
+        # `equinox.error_if` records, when traced, the stack up to the frame that holds this
+        # local: an error's stack inside the jitted function.
+        __equinox_jit_id__ = state.jit_id
+        program = state.refresh() if state.watching else state.program
+        if kwargs:
+            args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
-        program = self._check_fun()
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
         call = Call(program, self, args, kwargs, entry, False)
         previous = current.call
         current.call = call
         try:
-            if self._filter_warning:
+            if state.filter_warning:
                 with warnings.catch_warnings():
                     warnings.filterwarnings(
                         "ignore", message="Some donated buffers were not usable*"
                     )
-                    out = program.jitted(donated, kept, self._fun_dynamic, entry)
+                    out = program.jitted(donated, kept, self._dynamic, entry)
             else:
-                out = program.jitted(donated, kept, self._fun_dynamic, entry)
-        except BaseException:
+                out = program.jitted(donated, kept, self._dynamic, entry)
+            if call.committed:
+                state.traced(program)
+                if raises_at_run_time(program, entry, donated, kept, self._dynamic):
+                    program.waits.add(entry)
+            if program.waits and entry in program.waits:
+                # A program that can raise while it runs (an `equinox.error_if` check) is
+                # waited for, as `equinox.filter_jit` waits for every call, so that its error
+                # is raised here rather than wherever the result is first used.
+                jax.block_until_ready(out)
+        except BaseException as e:
             # A call that failed before its miss was recorded (an error while tracing, or a
             # guard that refused to recompile) did not happen as far as the counters go.
             if call.committed:
                 self._stats.calls += 1
-            raise
+            error = equinox_error(e, __equinox_jit_id__)
+            if error is None:
+                raise
+        else:
+            self._stats.calls += 1
+            if state.verifying:
+                # The very arguments of the call (a tuple), so that JAX's trace cache serves the
+                # recorded jaxpr without running the function again.
+                dynamic: Any = self._dynamic
+                if call.committed:
+                    _verify.record(program, entry, donated, kept, dynamic)
+                else:
+                    _verify.check(program, self, entry, donated, kept, dynamic)
+                    # The check traced the function: what it changed in itself then is part of
+                    # the program too, as after any trace.
+                    program.cache.rekey(entry)
+                    state.traced(program)
+            return out
         finally:
             current.call = previous
-        self._stats.calls += 1
-        if call.committed:
-            # What the function changed in itself while traced (a `nonlocal` trace counter) is
-            # not a change after the program was made.
-            self._resnapshot()
-        return out
+        # Raised here rather than inside `except`, so that neither JAX's long error nor the
+        # frames it passed through are attached: what is left is the user's own stack.
+        raise error from None
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         del owner
@@ -208,25 +322,28 @@ class _JitWrapper(Generic[_P, _T]):
         # keeps the module's arrays traced, as with `equinox.filter_jit`.
         return eqx.Partial(self, instance)
 
-    def lower(self, /, *args, **kwargs) -> "Lowered":
+    def lower(self, /, *args, **kwargs) -> Lowered:
         """Lowers the function for these arguments, as `jax.jit(...).lower`.
 
         **Returns:** a `Lowered` with `.as_text()` and `.compile()`; the compiled program is
         called with arguments of the same structure and static values.
         """
+        state = self._state
+        program = state.refresh() if state.watching else state.program
+        if kwargs:
+            args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
-        program = self._check_fun()
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
         previous = current.call
         current.call = Call(program, self, args, kwargs, entry, True)
         try:
-            lowered = program.jitted.lower(donated, kept, self._fun_dynamic, entry)
+            lowered = program.jitted.lower(donated, kept, self._dynamic, entry)
         finally:
             current.call = previous
         # Lowering traced the function: what it changed in itself then is not a later change.
-        self._resnapshot()
-        entry.resnapshot()
+        state.resnapshot()
+        program.cache.rekey(entry)
         return Lowered(lowered, self, entry)
 
     def cache_info(self) -> CacheInfo:
@@ -238,14 +355,14 @@ class _JitWrapper(Generic[_P, _T]):
             hits=stats.calls - misses,
             misses=misses,
             maxsize=None,
-            currsize=self._program.compiled,
+            currsize=self._state.program.compiled,
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
         )
 
     def cache_clear(self) -> None:
         """Drops the compiled programs and resets the counters."""
-        self._program.clear()
+        self._state.program.clear()
         self._stats.clear()
 
     @property
@@ -270,139 +387,104 @@ class _JitWrapper(Generic[_P, _T]):
     def __repr__(self) -> str:
         return f"<stable filter_jit of {self.name}>"
 
+    def __copy__(self) -> "_JitWrapper[_P, _T]":
+        # The same jitted function, as after a pytree round trip: the counters are shared.
+        return _JitWrapper._copy(self._state, self._dynamic)
+
+    def __deepcopy__(self, memo: dict) -> "_JitWrapper[_P, _T]":
+        # A new wrapper of a copy of the function, with counters of its own; the compiled
+        # programs are found again by key, so the copy does not recompile.
+        return make_wrapper(copy.deepcopy(self.__wrapped__, memo), *_options_of(self))
+
+    def __reduce__(self) -> tuple:
+        return (_unpickle, (self.__wrapped__, *_options_of(self)))
+
+
+def _options_of(wrapper: _JitWrapper) -> tuple:
+    aux = wrapper._aux
+    return (aux.donate, aux.max_traces, aux.on_recompile, dict(aux.jitkwargs), aux.verify)
+
+
+def _unpickle(
+    fun: Any, donate: str, max_traces: Any, on_recompile: str, jitkwargs: dict, verify: Any
+) -> Any:
+    return make_wrapper(fun, donate, max_traces, on_recompile, jitkwargs, verify)
+
 
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-class Lowered:
-    """What [`eqxstable.filter_jit`][]`(f).lower(...)` returns."""
-
-    def __init__(self, lowered: Any, wrapper: _JitWrapper, entry: Any):
-        self.lowered = lowered
-        self._wrapper = wrapper
-        self._entry = entry
-
-    def as_text(self, *args, **kwargs) -> str:
-        return self.lowered.as_text(*args, **kwargs)
-
-    def compile(self, compiler_options: dict[str, str | bool] | None = None) -> "Compiled":
-        compiled = self.lowered.compile(compiler_options=compiler_options)
-        return Compiled(compiled, self._wrapper, self._entry)
+# Donation mode -> (which leaves are donated, whether "donated buffers were not usable" is hidden).
+DONATE: dict[str, tuple[str, bool]] = {
+    "all": ("all", True),
+    "all-except-first": ("all-except-first", True),
+    "warn": ("all", False),
+    "warn-except-first": ("all-except-first", False),
+    "none": ("none", False),
+}
 
 
-class Compiled:
-    """A compiled program for one set of static arguments; call it like the function."""
+def make_wrapper(
+    fun: Any,
+    donate: str,
+    max_traces: int | None,
+    on_recompile: str,
+    jitkwargs: dict[str, Any],
+    verify: bool | None = None,
+) -> _JitWrapper:
+    """The wrapper of `fun` with these (already checked) options."""
+    parts = split_fun(fun)
+    which, filter_warning = DONATE[donate]
+    state = _State(fun, parts, which, filter_warning, jitkwargs)
+    # Decided once: reading the environment on every call would cost the hit path.
+    state.verifying = _verify.enabled(verify)
+    program = state.program
+    options = tuple(sorted(jitkwargs.items()))
+    aux = _Aux(parts.treedef, parts.template, donate, max_traces, on_recompile, options, verify)
+    object.__setattr__(aux, "state", state)
+    state.aux = aux
+    # As `functools.update_wrapper`, but like `equinox.module_update_wrapper` without the
+    # `__dict__` of a module, which holds its fields.
+    names: dict[str, Any] = {}
+    for name in ft.WRAPPER_ASSIGNMENTS:
+        try:
+            names[name] = getattr(fun, name)
+        except AttributeError:
+            pass
+    if not isinstance(fun, eqx.Module):
+        for name, value in getattr(fun, "__dict__", {}).items():
+            names.setdefault(name, value)
+    for name in ("_aux", "_dynamic", "__wrapped__"):
+        names.pop(name, None)
+    # A callable object (a module) has no names of its own: use those of its class.
+    if "__name__" not in names:
+        names["__name__"] = program.name
+        names["__qualname__"] = program.qualname
+    state.names = names
+    wrapper = _JitWrapper(fun, state)
+    live_wrappers.add(wrapper)
+    return wrapper
 
-    def __init__(self, compiled: Any, wrapper: _JitWrapper, entry: Any):
-        self.compiled = compiled
-        self._wrapper = wrapper
-        self._entry = entry
 
-    def __call__(self, *args, **kwargs):
-        leaves, treedef = _flatten((args, kwargs), None)
-        wrapper = self._wrapper
-        if wrapper._program.cache.lookup(leaves, treedef) is not self._entry:
-            raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
-        donated, kept = self._entry.split(leaves)
-        return self.compiled(donated, kept, wrapper._fun_dynamic)
-
-    def as_text(self) -> str:
-        return self.compiled.as_text()
+def _flatten_wrapper(wrapper: _JitWrapper) -> tuple[tuple, _Aux]:
+    return wrapper._dynamic, wrapper._aux
 
 
-@overload
-def filter_jit(
-    *,
-    donate: Donate = "none",
-    max_traces: int | None = None,
-    on_recompile: OnRecompile = "ignore",
-) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
+def _flatten_wrapper_with_keys(wrapper: _JitWrapper) -> tuple[list, _Aux]:
+    state = wrapper._state
+    keys = state.keys
+    if keys is None:
+        # The paths of the original function's leaves: a copy may hold anything as leaves.
+        paths = [p for p, _ in jtu.tree_flatten_with_path(state.fun)[0]]
+        keys = state.keys = [_FunKey(tuple(p)) for p, m in zip(paths, state.parts.mask) if m]
+    return list(zip(keys, wrapper._dynamic)), wrapper._aux
 
 
-@overload
-def filter_jit(
-    fun: Callable[_P, _T],
-    /,
-    *,
-    donate: Donate = "none",
-    max_traces: int | None = None,
-    on_recompile: OnRecompile = "ignore",
-) -> _JitWrapper[_P, _T]: ...
+def _unflatten_wrapper(aux: _Aux, dynamic: Any) -> _JitWrapper:
+    return _JitWrapper._copy(aux.state, tuple(dynamic))
 
 
-def filter_jit(
-    fun=None,
-    /,
-    *,
-    donate: Donate = "none",
-    max_traces: int | None = None,
-    on_recompile: OnRecompile = "ignore",
-    **jitkwargs: Any,
-) -> Any:
-    """A drop-in for `equinox.filter_jit`: JAX and NumPy arrays are traced, everything else is
-    static. Static values are compared by [`eqxstable.stable_key`][], so an equivalent rebuilt
-    callable (a new lambda, `optax.adam(1e-3)` built again) reuses the compiled program even
-    inside a plain `equinox.Module`, and keys are type-exact, so `1`, `1.0` and `True` never
-    share a program. Every miss is counted and explained.
-
-    **Arguments:**
-
-    - `fun`: the function to compile. May be omitted, to use `filter_jit(...)` as a decorator.
-    - `donate`: as in `equinox.filter_jit`: `'all'`, `'all-except-first'`, `'warn'`,
-        `'warn-except-first'` or `'none'` (the default).
-    - `max_traces`: if set, the trace after the `max_traces`-th raises
-        [`eqxstable.RecompileError`][] with that miss's reason, before compiling.
-    - `on_recompile`: what to do for each miss after the first: `'ignore'` (the default),
-        `'warn'` ([`eqxstable.RecompileWarning`][]) or `'raise'` ([`eqxstable.RecompileError`][]).
-
-    **Returns:**
-
-    The compiled function, with `.cache_info()`, `.cache_clear()`, `.misses`, `.explain()` and
-    `.lower(...)`.
-
-    !!! example
-
-        ```python
-        import equinox as eqx
-        import jax
-        import jax.numpy as jnp
-        import eqxstable as es
-
-        @es.filter_jit
-        def loss(model, x):
-            return jnp.mean(jax.vmap(model)(x) ** 2)
-
-        for seed in range(3):  # The model, its lambda included, is rebuilt every time.
-            model = eqx.nn.MLP(2, 1, 8, 1, activation=lambda z: z / 2, key=jax.random.key(seed))
-            loss(model, jnp.ones((4, 2)))
-        loss(model, jnp.ones((8, 2)))  # A new batch size: a miss.
-        assert loss.cache_info()[:2] == (2, 2)  # (hits, misses)
-        print(loss.explain())
-        ```
-
-    !!! info
-
-        Calls are dispatched asynchronously, as with `jax.jit`: errors raised with
-        `equinox.error_if` surface when the result is used or blocked on.
-    """
-    if donate not in _DONATE:
-        raise ValueError(_MSG_DONATE.format(donate=donate))
-    if on_recompile not in ("ignore", "warn", "raise"):
-        raise ValueError(_MSG_ON_RECOMPILE.format(value=on_recompile))
-    if max_traces is not None and (
-        type(max_traces) is not int or max_traces < 1  # pyright: ignore[reportUnnecessaryComparison]
-    ):
-        raise ValueError(_MSG_MAX_TRACES.format(value=max_traces))
-    for name in _FORBIDDEN_JITKWARGS:
-        if name in jitkwargs:
-            raise ValueError(_MSG_JITKWARGS.format(name=name))
-    if fun is None:
-        return ft.partial(
-            filter_jit,
-            donate=donate,
-            max_traces=max_traces,
-            on_recompile=on_recompile,
-            **jitkwargs,
-        )
-    return _JitWrapper(fun, donate, max_traces, on_recompile, jitkwargs)
+jtu.register_pytree_with_keys(
+    _JitWrapper, _flatten_wrapper_with_keys, _unflatten_wrapper, _flatten_wrapper
+)

@@ -1,0 +1,54 @@
+"""The jitted function split in two, as `equinox.filter_jit` splits it: its arrays, traced like
+those of any argument (so a new module with new weights needs no new program), and its static
+part, which is what a program is compiled for and what it is keyed by.
+"""
+
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax.tree_util as jtu
+
+from .._keys import stable_key
+from ._cache import node_atoms, node_data
+
+
+class FunParts(NamedTuple):
+    """`fun` flattened: `treedef`; `mask` (which leaves are arrays); `template` (the leaves with
+    `None` for each array); `dynamic` (the arrays, in order)."""
+
+    treedef: Any
+    mask: tuple[bool, ...]
+    template: tuple
+    dynamic: tuple
+
+    def rebuild(self, dynamic: Any) -> Any:
+        """The function with these arrays in place of its own."""
+        leaves = list(self.template)
+        for i, x in zip((i for i, m in enumerate(self.mask) if m), dynamic):
+            leaves[i] = x
+        return self.treedef.unflatten(leaves)
+
+
+def split_fun(fun: Any) -> FunParts:
+    leaves, treedef = jtu.tree_flatten(fun)
+    mask = tuple(map(eqx.is_array, leaves))
+    template = tuple(None if m else x for x, m in zip(leaves, mask))
+    dynamic = tuple(x for x, m in zip(leaves, mask) if m)
+    return FunParts(treedef, mask, template, dynamic)
+
+
+def static_key(fun: Any, parts: FunParts, donate: str, jitkwargs: tuple) -> Any:
+    """The key of what a program is compiled for: the function without its arrays, keyed by
+    [`eqxstable.stable_key`][] (so a rebuilt lambda, or a module holding one, finds the program),
+    and the options. The tree structure is part of it: an array and an empty field (`None`)
+    leave the same static part but take different arguments."""
+    if any(parts.mask):
+        try:
+            # The function rebuilt with `None` for its arrays is keyed as a whole, so that its
+            # handler applies (an Equinox module's dict fields are keyed by their contents).
+            static = parts.treedef.unflatten(parts.template)
+        except Exception:
+            static = (parts.template, node_atoms(node_data(parts.treedef, list(parts.template))))
+    else:
+        static = fun
+    return stable_key((parts.treedef, static, donate, jitkwargs))

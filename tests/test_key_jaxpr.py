@@ -1,0 +1,110 @@
+"""`jaxpr_key`: JAX jaxprs keyed by value (what runs), so that a `Jaxpr` held as a static (as
+`equinox.filter_closure_convert` holds one, inside lineax's `FunctionLinearOperator`) made twice
+for the same computation has one key. Tested with `es.stable_key` as the key of everything else;
+and the miss such a static causes today, which is labelled as the identity miss it is."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxstable as es
+from eqxstable._key_jaxpr import jaxpr_key
+
+
+def _key(obj):
+    return jaxpr_key(obj, es.stable_key)
+
+
+def _converted(fn, *example) -> Any:
+    # A closure over an array: Equinox traces it to a jaxpr (with the array as a constant).
+    return eqx.filter_closure_convert(fn, *example)
+
+
+def _closing_over(m, body, example=None):
+    return _converted(lambda v: body(m, v), jnp.ones(2) if example is None else example)
+
+
+def _matvec(m, c=1.0):
+    return _closing_over(m, lambda m, v: m @ v + c)
+
+
+M = jnp.arange(4.0).reshape(2, 2)
+
+
+def test_the_same_computation_converted_twice_has_one_key():
+    a, b = _matvec(M), _matvec(M)
+    assert a.jaxpr is not b.jaxpr
+    assert _key(a.jaxpr) == _key(b.jaxpr)
+    assert hash(_key(a.jaxpr)) == hash(_key(b.jaxpr))
+    # The closed-over array is an argument of the jaxpr, not part of it.
+    assert _key(_matvec(M + 1).jaxpr) == _key(a.jaxpr)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (lambda: _matvec(M, 1.0), lambda: _matvec(M, 2.0)),
+        (lambda: _matvec(M, 0.0), lambda: _matvec(M, -0.0)),
+        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: v @ m + 1.0)),
+        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: m @ v * 1.0)),
+        (
+            lambda: _matvec(M),
+            lambda: _closing_over(M.astype("f2"), lambda m, v: m @ v + 1.0, jnp.ones(2, "f2")),
+        ),
+        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: m @ v + 1.0, jnp.ones((2, 1)))),
+    ],
+    ids=["literal", "negative-zero", "operands-swapped", "primitive", "dtype", "shape"],
+)
+def test_a_different_computation_has_another_key(one, other):
+    assert _key(one().jaxpr) == _key(one().jaxpr)
+    assert _key(one().jaxpr) != _key(other().jaxpr)
+
+
+def test_closed_jaxprs_key_their_constants_by_value():
+    def f(v):
+        return v * np.array([1.0, 2.0], np.float32)
+
+    def g(v):
+        return v * np.array([1.0, 3.0], np.float32)
+
+    one, two = jax.make_jaxpr(f)(jnp.ones(2)), jax.make_jaxpr(f)(jnp.ones(2))
+    assert _key(one) == _key(two)
+    assert _key(one) != _key(jax.make_jaxpr(g)(jnp.ones(2)))
+    # A closed jaxpr and its open jaxpr are different things.
+    assert _key(one) != _key(one.jaxpr)
+
+
+def test_sub_jaxprs_are_keyed_by_value():
+    def make(branch_constant):
+        def f(p, x):
+            return jax.lax.cond(p, lambda y: y + branch_constant, lambda y: y * 2.0, x)
+
+        return jax.make_jaxpr(f)(True, 1.0)
+
+    assert _key(make(1.0)) == _key(make(1.0))
+    assert _key(make(1.0)) != _key(make(3.0))
+
+    @jax.jit
+    def inner(x):
+        return jnp.sin(x)
+
+    nested = [jax.make_jaxpr(lambda x: inner(x) + 1.0)(1.0) for _ in range(2)]
+    assert _key(nested[0]) == _key(nested[1])
+
+
+@pytest.mark.parametrize("obj", [1, "jaxpr", None, jnp.ones(2), lambda x: x])
+def test_anything_else_is_not_a_jaxpr(obj):
+    assert _key(obj) is None
+
+
+def test_a_jaxpr_static_misses_as_identity_and_says_so():
+    run = es.filter_jit(lambda op, v: op(v))
+    run(_matvec(M), jnp.ones(2))
+    run(_matvec(M), jnp.ones(2))
+    miss = run.misses[-1]
+    assert (miss.kind, miss.path) == ("identity", "args[0].jaxpr")
+    assert "compared by identity" in miss.reason
