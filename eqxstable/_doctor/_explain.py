@@ -188,9 +188,9 @@ def _avoided(
     if new_cache:
         reason = (
             f"`equinox.filter_jit` was applied to a new `{name}` object, equivalent to one it "
-            "compiled before; each function object gets its own Equinox cache, while eqxstable's "
-            "`filter_jit` shares one program between equivalent functions. Or wrap it once, "
-            "outside the loop."
+            "compiled before; Equinox compiles again for a function that is not the same object "
+            "(a callable object: not `==`), while eqxstable's `filter_jit` shares one program "
+            "between equivalent functions. Or wrap it once, outside the loop."
         )
         return ObservedMiss("identity", "(the jitted function)", reason, True, compile_seconds)
     # The latest earlier call that eqxstable would have matched exactly (usually the last one):

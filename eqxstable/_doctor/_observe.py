@@ -19,7 +19,6 @@ added miss.
 
 import threading
 import warnings
-import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -28,10 +27,11 @@ import jax.monitoring
 import jax.tree_util as jtu
 
 from .._jit import Miss, signature
+from .._jit._fun import split_fun, static_key
 from .._jit._program import fun_names
 from .._keys import key_uses_identity, stable_key
 from ._explain import added_miss, AddedMiss, explain_miss, ObservedMiss, StaticHistory
-from ._predict import Decision, Predictor, ShadowWrapper
+from ._predict import Decision, donated, Predictor, ShadowWrapper
 
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
@@ -60,7 +60,7 @@ class _Stack(threading.local):
 
 
 class Record:
-    """One row of the report: every Equinox cache of one function (several when equivalent
+    """One row of the report: every Equinox wrapper of one function (several when equivalent
     functions were wrapped again, e.g. `eqx.filter_jit(lambda ...)` inside a loop)."""
 
     def __init__(self, name: str, location: str):
@@ -81,16 +81,28 @@ class Record:
 
 
 class _CacheState:
-    """Per Equinox cache (one `jax.jit` object): its record, and the stable wrapper that
-    `--stabilize` would put in its place, as the prediction sees it."""
+    """Per Equinox wrapper (one `equinox.filter_jit(fun)`, and its copies as a pytree): its
+    record, and the stable wrapper that `--stabilize` would put in its place, as the prediction
+    sees it."""
 
-    __slots__ = ("record", "shadow", "replaced", "fresh")
+    __slots__ = ("anchor", "record", "shadow", "replaced", "fresh")
 
-    def __init__(self, record: Record, shadow: ShadowWrapper | None, replaced: bool):
+    def __init__(self, anchor: Any, record: Record, shadow: ShadowWrapper | None, replaced: bool):
+        # Held so that the `id` this state is filed under stays this wrapper's.
+        self.anchor = anchor
         self.record = record
         self.shadow = shadow
         self.replaced = replaced
         self.fresh = True
+
+
+def _anchor(jit_wrapper: Any) -> Any:
+    """What identifies one `equinox.filter_jit(fun)` and its copies: the static part of the
+    function it made (a static field, kept by every copy). Not its `jax.jit` object (`_cached`):
+    Equinox shares that between every callable that is not a plain function and has the same
+    name (all `Linear` modules, all partials of one function)."""
+    anchor = getattr(jit_wrapper, "_static_fun", None)
+    return anchor if anchor is not None else getattr(jit_wrapper, "_cached", jit_wrapper)
 
 
 _IGNORE = ("ignore", None, Warning, None, 0)
@@ -149,9 +161,10 @@ class Observer:
         self.hooks: tuple[str, str] = ("none", "none")
         self._by_fun: dict[Any, Record] = {}
         self._predictor = Predictor()
-        # The Equinox caches of the wrappers the script made (`--stabilize` replaces these).
-        self._made: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._caches: weakref.WeakKeyDictionary[Any, _CacheState] = weakref.WeakKeyDictionary()
+        # The wrappers the script made (`--stabilize` replaces these), by `id` of their anchor,
+        # which is held.
+        self._made: dict[int, Any] = {}
+        self._caches: dict[int, _CacheState] = {}
         self._stack = _Stack()
         self._undo: list[Callable[[], None]] = []
         self._combine: Callable | None = None
@@ -159,10 +172,8 @@ class Observer:
 
     def made(self, jit_wrapper: Any) -> Any:
         """Notes `jit_wrapper` as made by the script, and returns it."""
-        try:
-            self._made.add(getattr(jit_wrapper, "_cached", jit_wrapper))
-        except TypeError:  # pragma: no cover - not weakly referenceable: not predicted.
-            pass
+        anchor = _anchor(jit_wrapper)
+        self._made[id(anchor)] = anchor
         return jit_wrapper
 
     def running(self) -> bool:
@@ -295,28 +306,34 @@ class Observer:
         return out
 
     def _state(self, jit_wrapper: Any) -> _CacheState:
-        cached = getattr(jit_wrapper, "_cached", jit_wrapper)
-        state = self._caches.get(cached)
+        anchor = _anchor(jit_wrapper)
+        state = self._caches.get(id(anchor))
         if state is None:
             fun = self._unwrap(jit_wrapper)
             options = tuple(
                 getattr(jit_wrapper, name, None)
                 for name in ("donate_first", "donate_rest", "filter_warning")
             )
+            # One row for equivalent functions; for a function holding arrays (a module), for
+            # those equivalent but for their arrays (the key of their program in eqxstable).
             key: Any = None
-            if fun is not None and not any(map(eqx.is_array, jtu.tree_leaves(fun))):
-                fun_key = stable_key((fun, options))
+            if fun is not None:
+                if any(map(eqx.is_array, jtu.tree_leaves(fun))):
+                    fun_key = static_key(fun, split_fun(fun), donated(options), ())
+                else:
+                    fun_key = stable_key((fun, options))
                 if not key_uses_identity(fun_key):
                     key = fun_key
             # Only the wrappers that `--stabilize` would replace are predicted; the others (made
             # before the doctor started, inside a library) stay as they are.
-            replaced = not self.only_made or cached in self._made
+            replaced = not self.only_made or id(anchor) in self._made
             shadow = None
             if fun is not None and replaced:
                 shadow = self._predictor.wrapper(fun, options)
-            state = _CacheState(self._record_for(fun, jit_wrapper, key), shadow, replaced)
-            state.record.caches += 1
-            self._caches[cached] = state
+            record = self._record_for(fun, jit_wrapper, key)
+            state = _CacheState(anchor, record, shadow, replaced)
+            record.caches += 1
+            self._caches[id(anchor)] = state
         return state
 
     def _record_for(self, fun: Any, jit_wrapper: Any, key: Any) -> Record:

@@ -208,13 +208,15 @@ def run(
         observer.uninstall()
     # Stable wrappers: those `--stabilize` made, and any the script made itself with eqxstable;
     # one row per function, however often it was wrapped again.
-    by_function: dict[tuple[str, str], list] = {}
+    by_function: dict[tuple[str, str, type], list] = {}
     for wrapper in _unique([*kept, *sorted(live_wrappers, key=lambda w: w.name)]):
         if sum(wrapper.cache_info()[:2]):
             fun = getattr(wrapper, "__wrapped__", None)
             code = getattr(fun, "__code__", None)
-            where = f"{code.co_filename}:{code.co_firstlineno}" if code else str(id(wrapper))
-            by_function.setdefault((wrapper.name, where), []).append(wrapper)
+            # A callable object (a module) has no code: its class stands for the function.
+            cls = type(fun)
+            where = f"{code.co_filename}:{code.co_firstlineno}" if code else cls.__qualname__
+            by_function.setdefault((wrapper.name, where, cls), []).append(wrapper)
     rows = [stable_row(wrappers) for wrappers in by_function.values()]
     rows += [equinox_row(r) for r in observer.records if r.calls]
     rows += [jax_row(r) for r in watch.records]
