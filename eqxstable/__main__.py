@@ -1,4 +1,4 @@
-"""`python -m eqxstable doctor SCRIPT [ARGS...]`."""
+"""`python -m eqxstable doctor (SCRIPT | -m MODULE) [ARGS...]`."""
 
 from ._cli import main
 

@@ -137,12 +137,17 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
             def __call__(self, x):
                 return self.factor * x
 
+        traces = 0
+
         @eqx.filter_jit
         def run(model, x):
+            global traces
+            traces += 1
             return model(x)
 
-        for factor in (0.1, 0.2, 0.3):  # One compilation for the whole sweep.
+        for factor in (0.1, 0.2, 0.3):
             run(Scale(factor), jnp.ones(3))
+        assert traces == 1  # One compilation for the whole sweep.
         ```
     """
     if dynamic:

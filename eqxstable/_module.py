@@ -105,12 +105,17 @@ class StableModule(eqx.Module, metaclass=_StableModuleMeta):
             def __init__(self, key):
                 self.mlp = eqx.nn.MLP(2, 2, 8, 2, activation=lambda x: x * 0.5, key=key)
 
+        traces = 0
+
         @eqx.filter_jit
         def run(net, x):
+            global traces
+            traces += 1
             return net.mlp(x)
 
-        for _ in range(5):  # Compiles once: the lambda is the same object every time.
-            run(Net(jax.random.key(0)), jnp.ones(2))
+        for seed in range(5):  # The lambda is the same object every time: one compile.
+            run(Net(jax.random.key(seed)), jnp.ones(2))
+        assert traces == 1
         ```
     """
 

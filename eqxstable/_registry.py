@@ -171,6 +171,9 @@ def register(name: str, fn: Any = None) -> Any:
     !!! example
 
         ```python
+        import jax
+        import eqxstable as es
+
         @es.register("swish")
         def swish(x):
             return x * jax.nn.sigmoid(x)

@@ -1,7 +1,13 @@
-"""The docs cover every public name, and their examples run (optax `docs/ext/coverage_check.py`)."""
+"""The docs cover every public name, and their examples run (optax `docs/ext/coverage_check.py`
+idea): every ```python block of every docs page and of every public docstring, and what each one
+asserts or prints is true."""
 
 import inspect
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +23,11 @@ EXECUTED_PAGES = ["index.md", "registry.md", "stable_module.md", "jit.md", "assu
 # Pages whose ```python blocks run in order, in one `__main__` namespace, and where a ```text block
 # right after a python block is exactly what that block prints (memory addresses as `0x...`).
 OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
+# Pages whose examples are run by another test, which also checks the output they show.
+RUN_ELSEWHERE = {
+    "scaling.md": "tests/multidevice/test_scaling_docs.py",
+    "pytest_plugin.md": "test_pytest_plugin_page_runs_as_shown (below)",
+}
 
 
 def _public_names() -> set[str]:
@@ -126,7 +137,7 @@ def _tool_names() -> dict[str, set[str]]:
     cli = (package / "_cli.py").read_text()
     plugin = (package / "_pytest_plugin.py").read_text()
     return {
-        "doctor.md": {"eqxstable doctor", *re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", cli)},
+        "doctor.md": {"eqxstable doctor", *re.findall(r"add_argument\(\s*\"(--?[\w-]+)\"", cli)},
         "pytest_plugin.md": {
             "max_traces",
             *re.findall(r"^@pytest\.fixture.*\ndef (\w+)", plugin, flags=re.MULTILINE),
@@ -136,9 +147,148 @@ def _tool_names() -> dict[str, set[str]]:
 
 def test_every_tool_option_and_fixture_is_documented():
     names = _tool_names()
-    assert "--stabilize" in names["doctor.md"] and "traces" in names["pytest_plugin.md"]
+    assert {"--stabilize", "-m", "--version"} <= names["doctor.md"]
+    assert "traces" in names["pytest_plugin.md"]
     missing = {
         page: sorted(name for name in page_names if f"`{name}" not in (DOCS / page).read_text())
         for page, page_names in names.items()
     }
     assert missing == {page: [] for page in names}, f"document these in docs/: {missing}"
+
+
+def test_every_page_with_examples_runs():
+    pages = {
+        path.relative_to(DOCS).as_posix()
+        for path in DOCS.rglob("*.md")
+        if "```python" in path.read_text()
+    }
+    covered = set(EXECUTED_PAGES) | set(OUTPUT_PAGES) | set(RUN_ELSEWHERE)
+    assert sorted(pages - covered) == [], "run these pages' examples in tests/test_docs.py"
+
+
+# Docstrings: those of every public name and of the public members of public classes (and of
+# the wrapper `es.filter_jit` returns), as mkdocstrings renders them.
+
+
+def _docstrings() -> dict[str, str]:
+    found: dict[str, str] = {}
+    objects = {f"eqxstable.{name}": getattr(es, name) for name in sorted(_public_names())}
+    objects["eqxstable.filter_jit(...)"] = type(es.filter_jit(lambda x: x))
+    for qualname, obj in objects.items():
+        found[qualname] = inspect.getdoc(obj) or ""
+        if inspect.isclass(obj):
+            for name, member in vars(obj).items():
+                if not name.startswith("_") and getattr(member, "__doc__", None):
+                    found[f"{qualname}.{name}"] = inspect.getdoc(member) or ""
+    return found
+
+
+def _docstring_examples() -> list[Any]:
+    return [
+        pytest.param(textwrap.dedent(block), id=f"{qualname}-{number}")
+        for qualname, doc in _docstrings().items()
+        for number, block in enumerate(re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL))
+    ]
+
+
+def test_docstring_examples_are_collected():
+    # Guards the test below against passing vacuously.
+    ids = [param.id for param in _docstring_examples()]
+    assert len(ids) >= 9
+    assert {"eqxstable.stable_key-0", "eqxstable.filter_jit-0", "eqxstable.intern-0"} <= set(ids)
+
+
+@pytest.mark.parametrize("block", _docstring_examples())
+def test_docstring_examples_run(block: str, capsys):
+    # Each example is complete: it imports what it uses, and asserts what it claims.
+    exec(compile(block, "<docstring example>", "exec"), {"__name__": "docstring_example"})
+
+
+def test_stable_key_docstring_needs_no_luck():
+    # Two lambdas written separately, even on one line, are not equivalent (their code objects
+    # differ by column): the docstring must not claim otherwise.
+    assert es.stable_key(lambda x: x + 1) != es.stable_key(lambda x: x + 1)
+
+
+def _pytest_page_blocks() -> list[tuple[str, str]]:
+    return re.findall(r"```(\w+)\n(.*?)```", (DOCS / "pytest_plugin.md").read_text(), re.DOTALL)
+
+
+def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
+    blocks = _pytest_page_blocks()
+    (language, test_file), (shown_language, shown) = blocks[0], blocks[1]
+    assert (language, shown_language) == ("python", "text")
+    (tmp_path / "test_train.py").write_text(test_file)
+    command, *expected = shown.splitlines()
+    assert command == "$ pytest -q test_train.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_train.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", COLUMNS="80"),
+        timeout=300,
+    )
+
+    def normalise(lines: list[str]) -> list[str]:
+        return [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+
+    assert normalise(proc.stdout.strip().splitlines()) == normalise(expected)
+    # The page's fixture example runs too, and passes.
+    examples = [body for language, body in blocks[2:] if language == "python"]
+    assert examples, "docs/pytest_plugin.md shows no `no_recompiles` fixture example"
+    (tmp_path / "test_steady.py").write_text("\n".join(examples))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_steady.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+# docs/doctor.md (and the README, see tests/test_readme.py) show the doctor's reports: a ```text
+# block that starts with `$ python -m eqxstable doctor ...` is what that command prints on stderr.
+
+
+def normalise_report(text: str) -> str:
+    """A report without what varies from run to run: seconds, addresses, and so the wrapping."""
+    text = re.sub(r"\b\d+\.\d+\b", "<seconds>", text)
+    text = re.sub(r"0x[0-9a-f]+", "0x...", text)
+    return " ".join(text.split())
+
+
+def doctor_report(command: str) -> str:
+    """The report (stderr) that `command`, a `python -m eqxstable doctor ...` line, prints."""
+    words = command.removesuffix("> /dev/null").split()
+    assert words[:4] == ["python", "-m", "eqxstable", "doctor"], command
+    proc = subprocess.run(
+        [sys.executable, *words[1:]],
+        capture_output=True,
+        text=True,
+        cwd=DOCS.parent,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def _shown_reports() -> list[Any]:
+    page = (DOCS / "doctor.md").read_text()
+    blocks = re.findall(r"```text\n\$ (python -m eqxstable doctor .*?)\n(.*?)```", page, re.DOTALL)
+    return [
+        pytest.param(command, shown, id=command.split(" doctor ")[-1].removesuffix(" > /dev/null"))
+        for command, shown in blocks
+    ]
+
+
+def test_doctor_page_shows_reports():
+    assert len(_shown_reports()) >= 4
+
+
+@pytest.mark.parametrize("command, shown", _shown_reports())
+def test_doctor_page_shows_what_the_doctor_prints(command: str, shown: str):
+    assert normalise_report(doctor_report(command)) == normalise_report(shown)

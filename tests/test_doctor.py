@@ -91,7 +91,8 @@ def test_counts_misses_and_what_eqxstable_avoids(tmp_path):
     identity = [g for g in row["miss_groups"] if g["kind"] == "identity"]
     assert identity[0]["path"] == "args[0].activation" and identity[0]["avoidable"]
     assert "compared by identity" in identity[0]["reason"]
-    assert row["avoidable"] == report["totals"]["avoidable"] == 2
+    assert row["avoidable"] == report["prediction"]["avoidable"] == 2
+    assert row["with_eqxstable"] == report["prediction"]["with_eqxstable"] == 1
     assert 0 < row["avoidable_compile_seconds"] < row["compile_seconds"]
     assert report["exit_status"] == 0 and report["mode"] == "observe"
 
@@ -104,7 +105,7 @@ def test_stabilize_compiles_once(tmp_path):
     assert "traces 1 dtype float32" in proc.stdout
     (row,) = report["functions"]
     assert (row["jit"], row["calls"], row["hits"], row["misses"]) == ("eqxstable", 6, 5, 1)
-    assert report["mode"] == "stabilize" and "loss" in report["report"]
+    assert report["mode"] == "stabilize" and report["prediction"] is None
 
 
 @pytest.mark.parametrize("stabilize, with_optax", [(False, True), (True, True), (True, False)])
@@ -186,9 +187,12 @@ def test_observe_only_leaves_the_script_unchanged_and_reports_on_stderr(tmp_path
     proc = _doctor(script)
     assert proc.returncode == 0
     assert proc.stdout == plain.stdout
-    assert "2 of the 3 misses would be avoided by eqxstable" in proc.stderr
+    words = " ".join(proc.stderr.split())
+    assert "would make 1 miss instead of 3: it avoids 2 (marked [eqxstable avoids])" in words
     assert "identity at `args[0].activation` [eqxstable avoids]" in proc.stderr
-    assert "type exactness" in proc.stderr
+    # Only what applies: nothing here is about type exactness, nothing was added.
+    assert "type" not in proc.stderr.split("misses by kind and path")[1]
+    assert "[eqxstable compiles]" not in proc.stderr
 
 
 def test_argv_main_and_sibling_imports(tmp_path):
@@ -213,7 +217,7 @@ def test_argv_main_and_sibling_imports(tmp_path):
     assert "hello from a sibling" in proc.stdout
     assert f"argv {[str(script), '--lr', '3', 'x y']}" in proc.stdout
     assert f"path0 {tmp_path}" in proc.stdout
-    assert "No `filter_jit` function was called." in proc.stderr
+    assert "No `filter_jit` or `jax.jit` function was called." in proc.stderr
 
 
 def test_exception_prints_traceback_then_report(tmp_path):
@@ -318,8 +322,10 @@ def test_type_collision_is_reported(tmp_path):
     assert proc.stdout.split() == ["int32", "int32"]  # Equinox's wrong dtype for the second call
     (row,) = report["functions"]
     assert (row["calls"], row["misses"]) == (2, 1)
-    assert row["type_collisions"]["calls"] == 1
-    assert row["type_collisions"]["groups"][0]["path"] == "args[1]"
+    assert (row["added"], row["with_eqxstable"]) == (1, 2)
+    (added,) = row["added_groups"]
+    assert (added["kind"], added["path"]) == ("static", "args[1]")
+    assert "int 2 -> float 2.0" in added["reason"] and "wrong dtype" in added["reason"]
     proc, report = _json_report(tmp_path, "--stabilize", script)
     assert proc.stdout.split() == ["int32", "float32"]
     assert report["functions"][0]["misses"] == 2
@@ -347,8 +353,8 @@ def test_type_collision_in_a_static_field_is_reported(tmp_path):
     assert proc.stdout.split() == ["int32", "int32"]  # Equinox's wrong dtype for the second call
     (row,) = report["functions"]
     assert (row["calls"], row["misses"]) == (2, 1)
-    assert row["type_collisions"]["calls"] == 1
-    assert row["type_collisions"]["groups"][0]["path"] == "args[0].factor"
+    assert (row["added"], row["with_eqxstable"]) == (1, 2)
+    assert row["added_groups"][0]["path"] == "args[0].factor"
     proc, report = _json_report(tmp_path, "--stabilize", script)
     assert proc.stdout.split() == ["int32", "float32"]
 
@@ -504,6 +510,8 @@ def test_nested_and_rewrapped_functions():
     assert (rewrapped.caches, rewrapped.calls, len(rewrapped.misses)) == (3, 3, 3)
     assert [m.avoidable for m in rewrapped.misses] == [False, True, True]
     assert rewrapped.misses[1].path == "(the jitted function)"
+    assert [m.kind for m in rewrapped.predicted] == ["first"]
+    assert [m.kind for m in by_name["inner"].predicted] == ["first"]
 
 
 def test_lower_is_not_a_call():

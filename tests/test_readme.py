@@ -72,3 +72,15 @@ def test_rebuilt_lambda_example_runs(capsys):
     out = capsys.readouterr().out
     assert "distinct objects after intern: 1" in out
     assert "slope 0.2 shares the key:      False" in out
+
+
+def test_readme_first_screen_is_what_the_doctor_prints():
+    # The report the README opens with is, to the letter, the one docs/doctor.md shows for the
+    # same command, which tests/test_docs.py checks against a real run (seconds aside).
+    (shown,) = re.findall(r"```text\n(\$ .*?)```", README, flags=re.DOTALL)
+    command = shown.split("\n", 1)[0]
+    run = _blocks("bash")[0].strip().split("&&")[-1].strip()
+    assert command == f"$ {run} > /dev/null"
+    doctor_page = (ROOT / "docs" / "doctor.md").read_text()
+    assert shown in doctor_page
+    assert README.index(shown) < 1500, "the report belongs on the README's first screen"

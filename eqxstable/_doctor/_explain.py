@@ -1,15 +1,12 @@
-"""Explaining a miss of `equinox.filter_jit`, and whether eqxstable would have avoided it.
+"""Explaining a miss of `equinox.filter_jit`, and what eqxstable's `filter_jit` would have done.
 
-Each miss is compared twice with the calls that compiled before it:
-
-1. as eqxstable sees them, with the jit layer's `signature`/`diff` (static values compared by
-   `stable_key`, type-exactly). A difference there is a miss eqxstable makes too.
-2. as Equinox sees them (static values compared with `==`/`hash`). A call that eqxstable would
-   match exactly but Equinox did not is a miss eqxstable avoids: a rebuilt callable, usually.
-
-The other difference runs the opposite way: Equinox lets `1`, `1.0` and `True` share a compiled
-program, eqxstable never does. `find_collision` notices a hit that eqxstable would have compiled
-separately.
+Whether eqxstable would have made a miss is predicted in `_predict.py`, by the jit layer's own
+cache. This file puts it in words. A miss that eqxstable makes too is explained as Equinox saw it:
+the jit layer's `signature`/`diff` against the calls that compiled before. A miss that eqxstable
+avoids is explained by what Equinox compared differently: a static value that is equivalent for
+`stable_key` but not `==` (or not the same object) for Equinox, usually a rebuilt callable. A hit
+of Equinox that eqxstable would have compiled (`1` served the program of `1.0`; a global the
+function reads was changed) is an *added* miss, explained with eqxstable's predicted reason.
 """
 
 import dataclasses
@@ -18,7 +15,8 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._jit._signature import diff, render_path, short_repr, Signature, signature
+from .._jit import diff, Miss, Signature
+from .._jit._signature import render_path, short_repr
 
 
 _HISTORY = 64
@@ -41,9 +39,12 @@ class ObservedMiss(NamedTuple):
     also: tuple[str, ...] = ()
 
 
-class Collision(NamedTuple):
-    """A hit that Equinox served from a program compiled for an equal-but-different value."""
+class AddedMiss(NamedTuple):
+    """A hit of Equinox's cache where eqxstable's `filter_jit` would have compiled: `kind` and
+    `path` as in `eqxstable.Miss`, `reason` says what Equinox reused and why eqxstable would
+    not."""
 
+    kind: str
     path: str
     reason: str
 
@@ -122,16 +123,33 @@ def _avoidable(path: str, old: Any, new: Any, also: list[str]) -> tuple[str, str
 def explain_miss(
     history: StaticHistory,
     name: str,
+    sig: Signature,
     args: tuple,
     kwargs: dict,
     compile_seconds: float,
     new_cache: bool,
+    predicted: Miss | None,
+    avoidable: bool,
 ) -> ObservedMiss:
-    """Explains one miss and adds the call to `history`."""
-    sig = signature(args, kwargs)
+    """Explains one miss of Equinox and adds the call to `history`.
+
+    **Arguments:**
+
+    - `history`: the calls of this function that compiled before.
+    - `name`: the function's name.
+    - `sig`: the call's `signature`.
+    - `args`, `kwargs`: the call's arguments.
+    - `compile_seconds`: XLA compile time of this call.
+    - `new_cache`: whether this is the first call of a new Equinox cache (a new wrapper).
+    - `predicted`: the miss eqxstable's `filter_jit` would have made, or `None`.
+    - `avoidable`: whether eqxstable's `filter_jit` would have reused a program here (`False`
+        also when the prediction failed).
+    """
     statics = static_items(args, kwargs)
     try:
-        return _explain(history, name, sig, statics, compile_seconds, new_cache)
+        if avoidable:
+            return _avoided(history, name, sig, statics, compile_seconds, new_cache)
+        return _made_too(history, name, sig, compile_seconds, predicted)
     finally:
         history.signatures.append(sig)
         history.statics.append(statics)
@@ -140,7 +158,26 @@ def explain_miss(
         del history.signatures[:-_HISTORY], history.statics[:-_HISTORY]
 
 
-def _explain(
+def _made_too(
+    history: StaticHistory,
+    name: str,
+    sig: Signature,
+    compile_seconds: float,
+    predicted: Miss | None,
+) -> ObservedMiss:
+    if not history.signatures:
+        return ObservedMiss(
+            "first", "", f"first call of `{name}`: traced and compiled.", False, compile_seconds
+        )
+    miss = diff(history.signatures, sig, name)
+    if miss.kind == "first" and predicted is not None and predicted.kind != "first":
+        # Nothing differs in the arguments: what differs is what eqxstable also watches (a
+        # global the function reads, a static changed in place).
+        miss = predicted
+    return ObservedMiss(miss.kind, miss.path, miss.reason, False, compile_seconds)
+
+
+def _avoided(
     history: StaticHistory,
     name: str,
     sig: Signature,
@@ -148,19 +185,12 @@ def _explain(
     compile_seconds: float,
     new_cache: bool,
 ) -> ObservedMiss:
-    if not history.signatures:
-        return ObservedMiss(
-            "first", "", f"first call of `{name}`: traced and compiled.", False, compile_seconds
-        )
-    miss = diff(history.signatures, sig, name)
-    if miss.kind != "first":
-        return ObservedMiss(miss.kind, miss.path, miss.reason, False, compile_seconds)
     if new_cache:
         reason = (
             f"`equinox.filter_jit` was applied to a new `{name}` object, equivalent to one it "
-            "compiled before; each function object gets its own Equinox cache, while eqxstable's "
-            "`filter_jit` shares one program between equivalent functions. Or wrap it once, "
-            "outside the loop."
+            "compiled before; Equinox compiles again for a function that is not the same object "
+            "(a callable object: not `==`), while eqxstable's `filter_jit` shares one program "
+            "between equivalent functions. Or wrap it once, outside the loop."
         )
         return ObservedMiss("identity", "(the jitted function)", reason, True, compile_seconds)
     # The latest earlier call that eqxstable would have matched exactly (usually the last one):
@@ -170,25 +200,38 @@ def _explain(
             continue
         found = _equinox_differences(history.statics[i], statics)
         if not found:
-            break
+            continue
         path = found[0]
         kind, reason = _avoidable(path, history.statics[i][path], statics[path], found[1:])
         return ObservedMiss(kind, path, reason, True, compile_seconds, tuple(found[1:]))
-    return ObservedMiss("first", "", miss.reason, False, compile_seconds)
-
-
-def find_collision(history: StaticHistory, args: tuple, kwargs: dict) -> Collision | None:
-    """For a hit whose static values have types not seen on a miss: the path where eqxstable
-    would have compiled a separate program, or `None`."""
-    if not history.signatures:
-        return None
-    miss = diff(history.signatures, signature(args, kwargs))
-    if miss.kind == "first":
-        return None
-    change = miss.reason.split(";", 1)[0]
     reason = (
-        f"Equinox served a program compiled for an equal (`==`) value of another type "
-        f"({change}); eqxstable keys values type-exactly and would compile it separately, "
-        "and Equinox's result may have the wrong dtype."
+        f"`equinox.filter_jit` traced `{name}` again for arguments equivalent to those of an "
+        "earlier compile; eqxstable's `filter_jit` would have reused that program."
     )
-    return Collision(miss.path, reason)
+    return ObservedMiss("identity", "", reason, True, compile_seconds)
+
+
+def added_miss(predicted: Miss) -> AddedMiss:
+    """Words for a hit of Equinox that eqxstable's `filter_jit` would have compiled."""
+    kind, path = predicted.kind, predicted.path
+    if kind == "static":
+        change = predicted.reason.split(";", 1)[0]
+        reason = (
+            f"Equinox reused the program compiled for an equal (`==`) value ({change}); eqxstable "
+            "keys values exactly (`1`, `1.0` and `True` differ) and would compile it separately, "
+            "so Equinox's result may have the wrong dtype."
+        )
+    elif kind == "mutated":
+        what = predicted.reason.split(", so ", 1)[0]
+        reason = (
+            f"{what}, yet Equinox reused the program traced before, which may compute with the "
+            "old value; eqxstable's `filter_jit` would trace again."
+        )
+    elif kind == "identity":
+        reason = (
+            f"Equinox reused the program compiled for an equal (`==`) object at `{path}`; "
+            "eqxstable compares it by identity (it could change later) and would compile again."
+        )
+    else:
+        reason = f"Equinox reused a program here; eqxstable would compile: {predicted.reason}"
+    return AddedMiss(kind, path, reason)

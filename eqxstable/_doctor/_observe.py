@@ -10,26 +10,30 @@ XLA compile and trace seconds come from `jax.monitoring` duration events.
 When Equinox's internals move, the doctor falls back: to `_JitWrapper.__call__` for calls, and to
 the `jax.monitoring` trace event (top-level traces only) as the witness of a trace. `install()`
 says which hooks it used, and a test fails when it was not the first choice.
+
+Each call is also shown, before it runs, to the prediction (`_predict.py`): what eqxstable's
+`filter_jit` would do in the wrapper's place. After the call, a miss of Equinox is explained
+(`_explain.py`) and marked avoidable or not; a hit of Equinox where eqxstable would compile is an
+added miss.
 """
 
-import contextlib
 import threading
 import warnings
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
-from .._jit._cache import node_data
+from .._jit import Miss, signature
+from .._jit._fun import split_fun, static_key
 from .._jit._program import fun_names
 from .._keys import key_uses_identity, stable_key
-from ._explain import Collision, explain_miss, find_collision, ObservedMiss, StaticHistory
+from ._explain import added_miss, AddedMiss, explain_miss, ObservedMiss, StaticHistory
+from ._predict import Decision, donated, Predictor, ShadowWrapper
 
 
-_NUMBERS = frozenset({bool, int, float, complex})
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -56,7 +60,7 @@ class _Stack(threading.local):
 
 
 class Record:
-    """One row of the report: every Equinox cache of one function (several when equivalent
+    """One row of the report: every Equinox wrapper of one function (several when equivalent
     functions were wrapped again, e.g. `eqx.filter_jit(lambda ...)` inside a loop)."""
 
     def __init__(self, name: str, location: str):
@@ -65,32 +69,65 @@ class Record:
         self.caches = 0
         self.calls = 0
         self.misses: list[ObservedMiss] = []
-        self.collisions: list[Collision] = []
+        # Hits of Equinox's cache where eqxstable's `filter_jit` would have compiled.
+        self.added: list[AddedMiss] = []
+        # The misses eqxstable's `filter_jit` would have made, and the calls whose prediction
+        # failed (then the prediction is incomplete, and the report says so).
+        self.predicted: list[Miss] = []
+        self.unpredicted = 0
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
         self.history = StaticHistory()
 
 
 class _CacheState:
-    """Per Equinox cache (one `jax.jit` object): its record, and Equinox's own view of its keys,
-    `(treedef, static leaves) -> {types of the static leaves: collision or None}`, used to notice
-    a hit served from a program compiled for values of other types (`1` for `1.0`)."""
+    """Per Equinox wrapper (one `equinox.filter_jit(fun)`, and its copies as a pytree): its
+    record, and the stable wrapper that `--stabilize` would put in its place, as the prediction
+    sees it."""
 
-    __slots__ = ("record", "keys", "fresh")
+    __slots__ = ("anchor", "record", "shadow", "replaced", "fresh")
 
-    def __init__(self, record: Record):
+    def __init__(self, anchor: Any, record: Record, shadow: ShadowWrapper | None, replaced: bool):
+        # Held so that the `id` this state is filed under stays this wrapper's.
+        self.anchor = anchor
         self.record = record
-        self.keys: dict[Any, dict[tuple, Collision | None]] = {}
+        self.shadow = shadow
+        self.replaced = replaced
         self.fresh = True
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    # Keying the arguments (to explain a miss) must not warn into the script: a
-    # `StabilityWarning` there is eqxstable's business, not the observed script's.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+def _anchor(jit_wrapper: Any) -> Any:
+    """What identifies one `equinox.filter_jit(fun)` and its copies: the static part of the
+    function it made (a static field, kept by every copy). Not its `jax.jit` object (`_cached`):
+    Equinox shares that between every callable that is not a plain function and has the same
+    name (all `Linear` modules, all partials of one function)."""
+    anchor = getattr(jit_wrapper, "_static_fun", None)
+    return anchor if anchor is not None else getattr(jit_wrapper, "_cached", jit_wrapper)
+
+
+_IGNORE = ("ignore", None, Warning, None, 0)
+
+
+class _Quiet:
+    """Keying the arguments (to predict or explain a miss) must not warn into the script: a
+    `StabilityWarning` there is eqxstable's business, not the observed script's.
+
+    Cheaper than `warnings.catch_warnings()` on every call, and without its side effect: that
+    bumps the filters' version, after which warnings the script has already seen once are shown
+    again. An "ignore" filter swapped in and out leaves no trace in the warning registries."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        self.saved = warnings.filters
+        warnings.filters = [_IGNORE]  # pyright: ignore[reportAttributeAccessIssue]
+
+    def __exit__(self, *exc: object) -> None:
+        warnings.filters = self.saved  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _quiet() -> _Quiet:
+    return _Quiet()
 
 
 def _location(fun: Any) -> str:
@@ -110,17 +147,38 @@ def _fun_name(fun: Any) -> str:
 
 
 class Observer:
-    """Installs the hooks, keeps one `Record` per jitted function, and uninstalls cleanly."""
+    """Installs the hooks, keeps one `Record` per jitted function, and uninstalls cleanly.
 
-    def __init__(self):
+    **Arguments:**
+
+    - `only_made`: predict what `--stabilize` would do only for the wrappers noted with
+        `made()` (those the script made, which `--stabilize` replaces); by default, for all.
+    """
+
+    def __init__(self, only_made: bool = False):
+        self.only_made = only_made
         self.records: list[Record] = []
         self.hooks: tuple[str, str] = ("none", "none")
         self._by_fun: dict[Any, Record] = {}
-        self._caches: weakref.WeakKeyDictionary[Any, _CacheState] = weakref.WeakKeyDictionary()
+        self._predictor = Predictor()
+        # The wrappers the script made (`--stabilize` replaces these), by `id` of their anchor,
+        # which is held.
+        self._made: dict[int, Any] = {}
+        self._caches: dict[int, _CacheState] = {}
         self._stack = _Stack()
         self._undo: list[Callable[[], None]] = []
         self._combine: Callable | None = None
         self._listening = False
+
+    def made(self, jit_wrapper: Any) -> Any:
+        """Notes `jit_wrapper` as made by the script, and returns it."""
+        anchor = _anchor(jit_wrapper)
+        self._made[id(anchor)] = anchor
+        return jit_wrapper
+
+    def running(self) -> bool:
+        """Whether an `equinox.filter_jit` call is running in this thread."""
+        return bool(self._stack.frames)
 
     # -- installation -------------------------------------------------------------------------
 
@@ -216,6 +274,23 @@ class Observer:
 
     def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
         __tracebackhide__ = True
+        state = decision = None
+        if not is_lower:
+            # Observing must not change what the script does: no exception may reach it.
+            try:
+                with _quiet():
+                    state = self._state(jit_wrapper)
+            except Exception:  # pragma: no cover
+                state = None
+            if state is not None and state.shadow is not None:
+                # Decided before the call, as a stable wrapper decides: the call may change what
+                # the prediction watches (a trace counter, a donated argument). A failure leaves
+                # the call counted but not predicted, and the report says so.
+                try:
+                    with _quiet():
+                        decision = self._predictor.before(state.shadow, args, kwargs)
+                except Exception:
+                    decision = None
         frames = self._stack.frames
         frame = _Frame(lowering=is_lower)
         frames.append(frame)
@@ -223,35 +298,45 @@ class Observer:
             out = original(jit_wrapper, is_lower, args, kwargs)
         finally:
             frames.pop()
-        if not is_lower:
-            # Observing must not change what the script does: no exception may reach it.
+        if state is not None:
             try:
-                self._account(jit_wrapper, frame, args, kwargs)
+                self._account(state, frame, jit_wrapper, args, kwargs, decision)
             except Exception:  # pragma: no cover
                 pass
         return out
 
     def _state(self, jit_wrapper: Any) -> _CacheState:
-        cached = getattr(jit_wrapper, "_cached", jit_wrapper)
-        state = self._caches.get(cached)
+        anchor = _anchor(jit_wrapper)
+        state = self._caches.get(id(anchor))
         if state is None:
-            with _quiet():
-                state = _CacheState(self._record_for(jit_wrapper))
-            state.record.caches += 1
-            self._caches[cached] = state
+            fun = self._unwrap(jit_wrapper)
+            options = tuple(
+                getattr(jit_wrapper, name, None)
+                for name in ("donate_first", "donate_rest", "filter_warning")
+            )
+            # One row for equivalent functions; for a function holding arrays (a module), for
+            # those equivalent but for their arrays (the key of their program in eqxstable).
+            key: Any = None
+            if fun is not None:
+                if any(map(eqx.is_array, jtu.tree_leaves(fun))):
+                    fun_key = static_key(fun, split_fun(fun), donated(options), ())
+                else:
+                    fun_key = stable_key((fun, options))
+                if not key_uses_identity(fun_key):
+                    key = fun_key
+            # Only the wrappers that `--stabilize` would replace are predicted; the others (made
+            # before the doctor started, inside a library) stay as they are.
+            replaced = not self.only_made or id(anchor) in self._made
+            shadow = None
+            if fun is not None and replaced:
+                shadow = self._predictor.wrapper(fun, options)
+            record = self._record_for(fun, jit_wrapper, key)
+            state = _CacheState(anchor, record, shadow, replaced)
+            record.caches += 1
+            self._caches[id(anchor)] = state
         return state
 
-    def _record_for(self, jit_wrapper: Any) -> Record:
-        fun = self._unwrap(jit_wrapper)
-        options = tuple(
-            getattr(jit_wrapper, name, None)
-            for name in ("donate_first", "donate_rest", "filter_warning")
-        )
-        key: Any = None
-        if fun is not None and not any(map(eqx.is_array, jtu.tree_leaves(fun))):
-            fun_key = stable_key((fun, options))
-            if not key_uses_identity(fun_key):
-                key = fun_key
+    def _record_for(self, fun: Any, jit_wrapper: Any, key: Any) -> Record:
         record = self._by_fun.get(key) if key is not None else None
         if record is None:
             record = Record(
@@ -273,53 +358,77 @@ class Observer:
         except Exception:
             return None
 
-    def _account(self, jit_wrapper: Any, frame: _Frame, args, kwargs) -> None:
-        state = self._state(jit_wrapper)
+    def _fun_arrays(self, jit_wrapper: Any) -> list:
+        """The arrays of the function this call was made with (an Equinox wrapper unflattened
+        with new ones holds them as its `_dynamic_fun`), in the order of its leaves."""
+        dynamic = getattr(jit_wrapper, "_dynamic_fun", None)
+        if type(dynamic) is tuple:
+            return [x for x in dynamic if x is not None]
+        return [x for x in jtu.tree_leaves(self._unwrap(jit_wrapper)) if eqx.is_array(x)]
+
+    def _account(
+        self,
+        state: _CacheState,
+        frame: _Frame,
+        jit_wrapper: Any,
+        args: tuple,
+        kwargs: dict,
+        decision: Decision | None,
+    ) -> None:
         record = state.record
         record.calls += 1
         record.compile_seconds += frame.compile_seconds
         record.trace_seconds += frame.trace_seconds
-        leaves, treedef = jtu.tree_flatten((args, kwargs))
-        statics = tuple(x for x in leaves if not eqx.is_array(x))
-        # The values in node data (an Equinox module's static fields) count too: `1` and `1.0`
-        # there make equal tree definitions for Equinox.
-        in_nodes = [v for d in node_data(treedef, leaves) if type(d) in (tuple, list) for v in d]
-        types = tuple(map(type, statics)) + tuple(map(type, in_nodes))
-        # Only Python numbers are `==` across types (`1 == 1.0 == True`), so only calls with
-        # some among their static leaves can collide; the others skip the hash.
-        key: Any = None
-        if not _NUMBERS.isdisjoint(types):
+        traced = frame.traced or frame.compiled
+        predicted = None
+        settled = True
+        if not state.replaced:
+            pass
+        elif decision is None:
+            record.unpredicted += 1
+        else:
             try:
-                key = (treedef, statics)
-                hash(key)
-            except Exception:
-                key = None
-        if frame.traced or frame.compiled:
-            new_cache, state.fresh = state.fresh, False
-            try:
-                with _quiet():
-                    miss = explain_miss(
-                        record.history, record.name, args, kwargs, frame.compile_seconds, new_cache
-                    )
-            except Exception as e:  # pragma: no cover - counted even when it cannot be explained.
-                miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
-            record.misses.append(miss)
-            if key is not None:
-                state.keys.setdefault(key, {})[types] = None
-            return
-        if key is None:
-            return
-        seen = state.keys.get(key)
-        if seen is None or types in seen:
-            collision = seen.get(types) if seen is not None else None
-            if collision is not None:
-                record.collisions.append(collision)
+                settled = self._predictor.settle(decision, traced)
+            except Exception:  # pragma: no cover - counted, and the report says so.
+                record.unpredicted += 1
+        if settled and not traced:
             return
         with _quiet():
-            collision = find_collision(record.history, args, kwargs)
-        seen[types] = collision
-        if collision is not None:
-            record.collisions.append(collision)
+            sig = signature(args, kwargs) if traced else None
+            if not settled:
+                assert decision is not None
+                try:
+                    fun_arrays = self._fun_arrays(jit_wrapper)
+                    # The signature of the call as made serves when binding changed nothing.
+                    bound = decision.args is args and decision.kwargs is kwargs
+                    predicted = self._predictor.miss(decision, fun_arrays, sig if bound else None)
+                except Exception:  # pragma: no cover - counted, and the report says so.
+                    record.unpredicted += 1
+            if predicted is not None:
+                record.predicted.append(predicted)
+            if traced:
+                assert sig is not None
+                new_cache, state.fresh = state.fresh, False
+                try:
+                    miss = explain_miss(
+                        record.history,
+                        record.name,
+                        sig,
+                        args,
+                        kwargs,
+                        frame.compile_seconds,
+                        new_cache,
+                        predicted,
+                        avoidable=decision is not None and predicted is None,
+                    )
+                except Exception as e:  # pragma: no cover - counted even if not explained.
+                    miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
+                record.misses.append(miss)
+                if not state.replaced:
+                    # `--stabilize` leaves this wrapper to Equinox: the same miss.
+                    record.predicted.append(Miss(miss.kind, miss.path, miss.reason))  # pyright: ignore
+            elif predicted is not None:
+                record.added.append(added_miss(predicted))
 
 
 class Hooks(NamedTuple):

@@ -5,11 +5,12 @@ import textwrap
 from collections import Counter
 from typing import Any
 
+from ._jax_jit import JaxRecord
 from ._observe import Record
 
 
 _WIDTH = 100
-_HEADER = ("function", "jit", "calls", "hits", "misses", "compile s", "avoidable")
+_HEADER = ("function", "jit", "calls", "hits", "misses", "compile s", "with eqxstable")
 
 
 def _groups(misses: list[Any]) -> list[dict[str, Any]]:
@@ -30,17 +31,6 @@ def _groups(misses: list[Any]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def _collisions(record: Record) -> dict[str, Any]:
-    by_path: dict[str, dict[str, Any]] = {}
-    for collision in record.collisions:
-        group = by_path.setdefault(
-            collision.path, {"path": collision.path, "count": 0, "reason": collision.reason}
-        )
-        group["count"] += 1
-    programs = len({id(c) for c in record.collisions})
-    return {"calls": len(record.collisions), "programs": programs, "groups": list(by_path.values())}
-
-
 def equinox_row(record: Record) -> dict[str, Any]:
     avoidable = [m for m in record.misses if m.avoidable]
     return {
@@ -53,73 +43,121 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "misses": len(record.misses),
         "compile_seconds": record.compile_seconds,
         "trace_seconds": record.trace_seconds,
-        "avoidable": len(avoidable),
-        "avoidable_compile_seconds": sum(m.compile_seconds for m in avoidable),
         "misses_by_kind": dict(Counter(m.kind for m in record.misses)),
         "miss_groups": _groups(record.misses),
-        "type_collisions": _collisions(record),
+        "avoidable": len(avoidable),
+        "avoidable_compile_seconds": sum(m.compile_seconds for m in avoidable),
+        "added": len(record.added),
+        "added_groups": _groups(record.added),
+        "with_eqxstable": len(record.predicted),
+        "with_eqxstable_by_kind": dict(Counter(m.kind for m in record.predicted)),
+        "unpredicted_calls": record.unpredicted,
     }
 
 
-def stable_row(wrapper: Any) -> dict[str, Any]:
-    info = wrapper.cache_info()
-    misses = list(wrapper.misses)
-    fun = getattr(wrapper, "__wrapped__", None)
+def stable_row(wrappers: list[Any]) -> dict[str, Any]:
+    """One row for the stable wrappers of one function (wrapped again and again, they share
+    their programs)."""
+    infos = [w.cache_info() for w in wrappers]
+    misses = [m for w in wrappers for m in w.misses]
+    fun = getattr(wrappers[0], "__wrapped__", None)
     code = getattr(fun, "__code__", None)
+    calls = sum(i.hits + i.misses for i in infos)
     return {
-        "name": wrapper.name,
+        "name": wrappers[0].name,
         "location": f"{code.co_filename}:{code.co_firstlineno}" if code else "",
         "jit": "eqxstable",
-        "wrappers": 1,
-        "calls": info.hits + info.misses,
-        "hits": info.hits,
-        "misses": info.misses,
-        "compile_seconds": info.compile_seconds,
-        "trace_seconds": info.trace_seconds,
-        "avoidable": 0,
-        "avoidable_compile_seconds": 0.0,
+        "wrappers": len(wrappers),
+        "calls": calls,
+        "hits": calls - len(misses),
+        "misses": len(misses),
+        "compile_seconds": sum(i.compile_seconds for i in infos),
+        "trace_seconds": sum(i.trace_seconds for i in infos),
         "misses_by_kind": dict(Counter(m.kind for m in misses)),
         "miss_groups": _groups(misses),
-        "type_collisions": {"calls": 0, "programs": 0, "groups": []},
+        "with_eqxstable": len(misses),
+        "with_eqxstable_by_kind": dict(Counter(m.kind for m in misses)),
+    }
+
+
+def jax_row(record: JaxRecord) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "location": record.location,
+        "jit": "jax",
+        "calls": None,
+        "hits": None,
+        "misses": len(record.misses),
+        "compile_seconds": record.compile_seconds,
+        "trace_seconds": record.trace_seconds,
+        "misses_by_kind": dict(Counter(m.kind for m in record.misses)),
+        "miss_groups": _groups(record.misses),
     }
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def total(name: str) -> Any:
-        return sum(row[name] for row in rows)
-
+    filter_jit = [row for row in rows if row["jit"] != "jax"]
     return {
-        "calls": total("calls"),
-        "hits": total("hits"),
-        "misses": total("misses"),
-        "compile_seconds": total("compile_seconds"),
-        "avoidable": total("avoidable"),
-        "avoidable_compile_seconds": total("avoidable_compile_seconds"),
-        "collision_calls": sum(row["type_collisions"]["calls"] for row in rows),
-        "collision_programs": sum(row["type_collisions"]["programs"] for row in rows),
+        "filter_jit_calls": sum(row["calls"] for row in filter_jit),
+        "filter_jit_misses": sum(row["misses"] for row in filter_jit),
+        "jax_jit_misses": sum(row["misses"] for row in rows if row["jit"] == "jax"),
+        "compile_seconds": sum(row["compile_seconds"] for row in rows),
     }
+
+
+def prediction(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What `--stabilize` would change, over the `equinox.filter_jit` rows; `None` if none."""
+    equinox = [row for row in rows if row["jit"] == "equinox"]
+    if not equinox:
+        return None
+    filter_jit = [row for row in rows if row["jit"] != "jax"]
+    kinds: Counter = Counter()
+    for row in filter_jit:
+        kinds.update(row["with_eqxstable_by_kind"])
+    return {
+        "misses": sum(row["misses"] for row in equinox),
+        "avoidable": sum(row["avoidable"] for row in equinox),
+        "added": sum(row["added"] for row in equinox),
+        "with_eqxstable": sum(row["with_eqxstable"] for row in equinox),
+        "compile_seconds": sum(row["compile_seconds"] for row in equinox),
+        "avoidable_compile_seconds": sum(row["avoidable_compile_seconds"] for row in equinox),
+        # Over every `filter_jit` row, as `--stabilize` would count them.
+        "filter_jit_misses": sum(row["with_eqxstable"] for row in filter_jit),
+        "filter_jit_misses_by_kind": dict(kinds),
+        "unpredicted_calls": sum(row["unpredicted_calls"] for row in equinox),
+    }
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _short_location(location: str) -> str:
     return location.rsplit("/", 1)[-1]
 
 
-def _table(rows: list[dict[str, Any]]) -> list[str]:
-    cells = [_HEADER] + [
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _table(rows: list[dict[str, Any]], predicted: bool) -> list[str]:
+    # The last column, the prediction, only where there is one.
+    header = _HEADER if predicted else _HEADER[:-1]
+    cells = [header] + [
         (
             f"{row['name']} ({_short_location(row['location'])})"
             if row["location"]
             else row["name"],
             row["jit"],
-            str(row["calls"]),
-            str(row["hits"]),
+            _cell(row["calls"]),
+            _cell(row["hits"]),
             str(row["misses"]),
             f"{row['compile_seconds']:.3f}",
-            str(row["avoidable"]) if row["jit"] == "equinox" else "-",
-        )
+            str(row["with_eqxstable"]) if row["jit"] == "equinox" else "-",
+        )[: len(header)]
         for row in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(_HEADER))]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
     lines = []
     for c in cells:
         left = [c[0].ljust(widths[0]), c[1].ljust(widths[1])]
@@ -140,65 +178,75 @@ def _wrap(text: str, indent: str, hang: str = "  ") -> list[str]:
 
 
 def _details(row: dict[str, Any]) -> list[str]:
-    lines = []
-    where = f" ({row['location']})" if row["location"] else ""
-    lines.append(f"`{row['name']}`{where}: misses by kind and path")
+    where = ", ".join(filter(None, [row["location"], "`jax.jit`" if row["jit"] == "jax" else ""]))
+    what = "compiles" if row["jit"] == "jax" else "misses"
+    lines = [f"`{row['name']}`{f' ({where})' if where else ''}: {what} by kind and path"]
     for group in row["miss_groups"]:
         at = f" at `{group['path']}`" if group["path"] else ""
         avoid = " [eqxstable avoids]" if group["avoidable"] else ""
         lines += _wrap(f"{group['kind']}{at}{avoid}: {group['reason']}", f"  {group['count']} x ")
-    for group in row["type_collisions"]["groups"]:
-        lines += _wrap(f"type collision at `{group['path']}`: {group['reason']}", "  ")
-        lines[-1] += f" ({_count(group['count'], 'call', 'calls')})"
+    for group in row.get("added_groups", []):
+        at = f" at `{group['path']}`" if group["path"] else ""
+        text = f"{group['kind']}{at} [eqxstable compiles]: {group['reason']}"
+        lines += _wrap(text, f"  {group['count']} x ")
     return lines
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+def _prediction_text(report: dict[str, Any]) -> list[str]:
+    p = report["prediction"]
+    if p is None:
+        return []
+    now, then = p["misses"], p["with_eqxstable"]
+    if not p["avoidable"] and not p["added"]:
+        text = (
+            f"eqxstable's `filter_jit` would make the same {_count(now, 'miss', 'misses')} as "
+            "`equinox.filter_jit` here: each comes from a change that it sees too."
+        )
+    else:
+        parts = []
+        if p["avoidable"]:
+            parts.append(
+                f"it avoids {p['avoidable']} (marked [eqxstable avoids]), about "
+                f"{p['avoidable_compile_seconds']:.2f} s of the {p['compile_seconds']:.2f} s "
+                "spent compiling"
+            )
+        if p["added"]:
+            parts.append(
+                f"it compiles for {_count(p['added'], 'call', 'calls')} that Equinox served "
+                "from a program made for something else (marked [eqxstable compiles])"
+            )
+        names = [row["name"] for row in report["functions"] if row["jit"] == "equinox"]
+        which = f"`{names[0]}`" if len(names) == 1 else "the `equinox.filter_jit` functions above"
+        text = (
+            f"Under eqxstable's `filter_jit`, {which} would make "
+            f"{_count(then, 'miss', 'misses')} instead of {now}: {'; '.join(parts)}. "
+            f"`eqxstable doctor --stabilize {report['script']}` runs it that way."
+        )
+    if p["unpredicted_calls"]:
+        text += (
+            f" ({_count(p['unpredicted_calls'], 'call', 'calls')} could not be followed, so "
+            "this is a lower bound of what changes.)"
+        )
+    return _wrap(text, "", "")
 
 
-def _summary(report: dict[str, Any]) -> list[str]:
+def _stabilized_text(report: dict[str, Any]) -> list[str]:
     t = report["totals"]
-    if report["mode"] == "stabilize":
-        return _wrap(
-            f"With eqxstable's `filter_jit`: {_count(t['misses'], 'miss', 'misses')} in "
-            f"{_count(t['calls'], 'call', 'calls')}, {t['compile_seconds']:.2f} s compiling. "
-            "Run without `--stabilize` to see what `equinox.filter_jit` does.",
-            "",
-            "",
-        )
-    misses = _count(t["misses"], "miss", "misses")
-    if t["avoidable"]:
-        avoided = (
-            f"{t['avoidable']} of the {misses} would be avoided by eqxstable (identity: its "
-            "`filter_jit` keys equivalent callables by what they compute), about "
-            f"{t['avoidable_compile_seconds']:.2f} s of the {t['compile_seconds']:.2f} s spent "
-            f"compiling. `eqxstable doctor --stabilize {report['script']}` runs it that way."
-        )
-    else:
-        avoided = f"None of the {misses} would be avoided by eqxstable's identity fix."
-    lines = _wrap(avoided, "", "")
-    if t["collision_calls"]:
-        calls = _count(t["collision_calls"], "call was", "calls were")
-        other = (
-            f"{calls} served a program Equinox compiled for an equal value of another type (`1` "
-            "for `1.0`); eqxstable keys values type-exactly and would compile "
-            f"{_count(t['collision_programs'], 'more program', 'more programs')} for them, with "
-            "correct dtypes."
-        )
-    else:
-        other = (
-            "no call was served a program compiled for an equal value of another type (`1` for "
-            "`1.0`), so eqxstable's type-exact keys would add no compile here."
-        )
-    return lines + _wrap("The other difference, type exactness: " + other, "", "")
+    return _wrap(
+        f"Every `equinox.filter_jit` made by the script ran as eqxstable's `filter_jit`: "
+        f"{_count(t['filter_jit_misses'], 'miss', 'misses')} in "
+        f"{_count(t['filter_jit_calls'], 'call', 'calls')}.",
+        "",
+        "",
+    )
 
 
 def render_text(report: dict[str, Any]) -> str:
+    stabilize = report["mode"] == "stabilize"
     mode = (
-        "observe only"
-        if report["mode"] == "observe"
-        else "--stabilize: eqxstable.filter_jit in place of equinox.filter_jit"
+        "--stabilize: eqxstable.filter_jit in place of equinox.filter_jit"
+        if stabilize
+        else "observe only"
     )
     lines = [
         f"eqxstable doctor: {report['script']} exited with status {report['exit_status']} ({mode})",
@@ -206,17 +254,26 @@ def render_text(report: dict[str, Any]) -> str:
     ]
     rows = report["functions"]
     if not rows:
-        lines.append("No `filter_jit` function was called.")
+        lines.append("No `filter_jit` or `jax.jit` function was called.")
     else:
-        lines += _table(rows)
+        lines += _table(rows, report["prediction"] is not None)
         for row in rows:
-            if row["miss_groups"] or row["type_collisions"]["calls"]:
+            if row["miss_groups"] or row.get("added_groups"):
                 lines += ["", *_details(row)]
-        lines += ["", *_summary(report)]
-    if report["hooks"]["call"] != "equinox._jit._call":
-        lines += [
-            "",
-            f"(equinox {report['equinox_version']}: calls counted through "
-            f"{report['hooks']['call']}, traces through {report['hooks']['trace']}.)",
-        ]
+        summary = _stabilized_text(report) if stabilize else _prediction_text(report)
+        if summary and (not stabilize or any(row["jit"] == "eqxstable" for row in rows)):
+            lines += ["", *summary]
+    hooks = report["hooks"]
+    notes = []
+    if hooks["call"] != "equinox._jit._call":
+        notes.append(
+            f"equinox {report['equinox_version']}: calls counted through {hooks['call']}, "
+            f"traces through {hooks['trace']}."
+        )
+    if not hooks["jax_jit"]:
+        notes.append(
+            "this JAX cannot explain its cache misses, so `jax.jit` compiles are not shown."
+        )
+    for note in notes:
+        lines += ["", *_wrap(f"({note})", "", "")]
     return "\n".join(lines) + "\n"

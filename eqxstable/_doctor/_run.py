@@ -1,7 +1,8 @@
-"""`eqxstable doctor`: run a script as `python SCRIPT` would, with every `filter_jit` counted,
-and report when it ends, however it ends."""
+"""`eqxstable doctor`: run a script as `python SCRIPT` (or a module as `python -m MODULE`) would,
+with every `filter_jit` and `jax.jit` compile counted, and report when it ends, however it ends."""
 
 import functools as ft
+import importlib.util
 import json
 import os
 import runpy
@@ -11,16 +12,22 @@ from typing import Any
 
 import equinox as eqx
 
-from .._jit import filter_jit as stable_filter_jit, report as stable_report
-from .._jit._accounting import live_wrappers
+from .._jit import filter_jit as stable_filter_jit
+from .._jit._accounting import current, live_wrappers
+from ._jax_jit import JaxJitWatch
 from ._observe import Observer
-from ._render import equinox_row, render_text, stable_row, totals
+from ._render import equinox_row, jax_row, prediction, render_text, stable_row, totals
 
 
 MSG_NO_SCRIPT = "eqxstable doctor: cannot run {script!r}: no such file or directory."
 MSG_NO_MAIN = "eqxstable doctor: cannot run {script!r}: a directory needs a __main__.py."
 MSG_SYNTAX = "eqxstable doctor: cannot run {script!r}: {error}, line {line}: {msg}."
 MSG_UNREADABLE = "eqxstable doctor: cannot run {script!r}: {error}."
+MSG_NO_MODULE = "eqxstable doctor: cannot run module {module!r}: no module named {missing!r}."
+MSG_PACKAGE = (
+    "eqxstable doctor: cannot run module {module!r}: it is a package without a __main__.py."
+)
+MSG_BAD_MODULE = "eqxstable doctor: cannot run module {module!r}: {error}."
 MSG_NO_OUTPUT_DIR = "eqxstable doctor: cannot write the report to {path!r}: no such directory."
 MSG_WRITTEN = "eqxstable doctor: report written to {path}"
 _HERE = {
@@ -56,6 +63,27 @@ def check_script(script: str) -> str | None:
     return None
 
 
+def check_module(module: str) -> str | None:
+    """One clear line saying why `python -m module` cannot run, or `None`. Like `python -m`, it
+    imports the packages that contain `module` to find it."""
+    saved = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if importlib.util.find_spec(module + ".__main__") is None:
+                return MSG_PACKAGE.format(module=module)
+    except ModuleNotFoundError as e:
+        return MSG_NO_MODULE.format(module=module, missing=e.name or module)
+    except (ImportError, ValueError) as e:
+        return MSG_BAD_MODULE.format(module=module, error=e)
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return MSG_NO_MODULE.format(module=module, missing=module)
+    return None
+
+
 def _ours(tb: Any) -> bool:
     filename = tb.tb_frame.f_code.co_filename
     return filename.startswith("<frozen runpy") or os.path.abspath(filename) in _HERE
@@ -87,48 +115,83 @@ def _exit_status(code: Any) -> int:
     return 1
 
 
-def _stabilize(kept: list) -> Any:
-    """Replaces `equinox.filter_jit` with eqxstable's; returns the function that undoes it."""
+def _patch_filter_jit(make: Any) -> Any:
+    """Routes every `equinox.filter_jit(fun, **options)` the script makes through
+    `make(original, fun, options)`; returns the function that undoes it."""
     original = eqx.filter_jit
 
     @ft.wraps(original)
     def filter_jit(fun=None, /, **options):
+        if fun is None and "fun" in options:
+            fun = options.pop("fun")
         if fun is None:
             return ft.partial(filter_jit, **options)
-        wrapper = stable_filter_jit(fun, **options)
-        # Kept alive until the report, even when the script dropped it.
-        kept.append(wrapper)
-        return wrapper
+        return make(original, fun, options)
 
     eqx.filter_jit = filter_jit
     return lambda: setattr(eqx, "filter_jit", original)
 
 
-def run(script: str, script_args: list[str], stabilize: bool = False) -> tuple[int, dict]:
-    """Runs `script` as `python script *script_args` would, with every `filter_jit` counted.
+def _observed(observer: Observer) -> Any:
+    # Observe only: Equinox's own wrapper, noted as one that `--stabilize` would replace.
+    return lambda original, fun, options: observer.made(original(fun, **options))
+
+
+def _stabilized(kept: list) -> Any:
+    def make(original, fun, options):
+        del original
+        wrapper = stable_filter_jit(fun, **options)
+        # Kept alive until the report, even when the script dropped it.
+        kept.append(wrapper)
+        return wrapper
+
+    return make
+
+
+def _busy(observer: Observer) -> Any:
+    # Whether a `filter_jit` call runs in this thread: its compiles are counted in its own row.
+    return lambda: observer.running() or current.call is not None
+
+
+def run(
+    script: str, script_args: list[str], stabilize: bool = False, module: bool = False
+) -> tuple[int, dict]:
+    """Runs `script` as `python script *script_args` would (or, with `module=True`, as
+    `python -m script *script_args`), with every `filter_jit` and `jax.jit` compile counted.
 
     **Arguments:**
 
-    - `script`: the path of the script (or of a directory with a `__main__.py`).
-    - `script_args`: its arguments; `sys.argv` is `[script, *script_args]` while it runs.
+    - `script`: the path of the script (or of a directory with a `__main__.py`), or the
+        module's name.
+    - `script_args`: its arguments; `sys.argv` is `[script, *script_args]` while it runs (the
+        module's file in place of `script` for a module, as with `python -m`).
     - `stabilize`: whether `equinox.filter_jit` is replaced by `eqxstable.filter_jit` first.
+    - `module`: whether `script` names a module.
 
     **Returns:**
 
     `(exit status, report)`: the status Python would exit with, and the report as a JSON-able
     dict (see `write_report`).
     """
-    observer = Observer()
+    observer = Observer(only_made=True)
     hooks = observer.install()
+    watch = JaxJitWatch(_busy(observer))
+    explains = watch.install()
     kept: list = []
-    undo = _stabilize(kept) if stabilize else None
+    undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
-    here = os.path.abspath(script)
-    sys.path[0:1] = [here if os.path.isdir(script) else os.path.dirname(here)]
+    if module:
+        sys.path[0:1] = [os.getcwd()]
+    else:
+        here = os.path.abspath(script)
+        sys.path[0:1] = [here if os.path.isdir(script) else os.path.dirname(here)]
     status = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:
+            runpy.run_module(script, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         status = _exit_status(e.code)
     except KeyboardInterrupt as e:
@@ -140,25 +203,35 @@ def run(script: str, script_args: list[str], stabilize: bool = False) -> tuple[i
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
-        if undo is not None:
-            undo()
+        undo()
+        watch.uninstall()
         observer.uninstall()
-    # Stable wrappers: those `--stabilize` made, and any the script made itself with eqxstable.
-    stable = _unique([*kept, *sorted(live_wrappers, key=lambda w: w.name)])
-    rows = [stable_row(w) for w in stable if sum(w.cache_info()[:2])]
+    # Stable wrappers: those `--stabilize` made, and any the script made itself with eqxstable;
+    # one row per function, however often it was wrapped again.
+    by_function: dict[tuple[str, str, type], list] = {}
+    for wrapper in _unique([*kept, *sorted(live_wrappers, key=lambda w: w.name)]):
+        if sum(wrapper.cache_info()[:2]):
+            fun = getattr(wrapper, "__wrapped__", None)
+            code = getattr(fun, "__code__", None)
+            # A callable object (a module) has no code: its class stands for the function.
+            cls = type(fun)
+            where = f"{code.co_filename}:{code.co_firstlineno}" if code else cls.__qualname__
+            by_function.setdefault((wrapper.name, where, cls), []).append(wrapper)
+    rows = [stable_row(wrappers) for wrappers in by_function.values()]
     rows += [equinox_row(r) for r in observer.records if r.calls]
+    rows += [jax_row(r) for r in watch.records]
+    shown = f"-m {script}" if module else script
     report = {
-        "script": script,
-        "argv": [script, *script_args],
+        "script": shown,
+        "argv": [shown, *script_args],
         "mode": "stabilize" if stabilize else "observe",
         "exit_status": status,
         "equinox_version": getattr(eqx, "__version__", "?"),
-        "hooks": {"call": hooks[0], "trace": hooks[1]},
+        "hooks": {"call": hooks[0], "trace": hooks[1], "jax_jit": explains},
         "functions": rows,
         "totals": totals(rows),
+        "prediction": None if stabilize else prediction(rows),
     }
-    if stabilize:
-        report["report"] = stable_report()
     return status, report
 
 
@@ -168,8 +241,6 @@ def _unique(wrappers: list) -> list:
 
 def write_report(report: dict, output: str | None, as_json: bool) -> None:
     text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
-    if report["mode"] == "stabilize" and not as_json:
-        text += "\nes.report():\n" + report["report"] + "\n"
     sys.stdout.flush()
     if output is None:
         sys.stderr.write(("\n" if not as_json else "") + text)

@@ -107,12 +107,20 @@ def filter_jit(
     !!! example
 
         ```python
-        @es.filter_jit(on_recompile="warn")
-        def loss(model, x):
-            return jnp.mean(model(x) ** 2)
+        import equinox as eqx
+        import jax
+        import jax.numpy as jnp
+        import eqxstable as es
 
-        loss(model, x)
-        print(loss.cache_info())  # CacheInfo(hits=0, misses=1, ...)
+        @es.filter_jit
+        def loss(model, x):
+            return jnp.mean(jax.vmap(model)(x) ** 2)
+
+        for seed in range(3):  # The model, its lambda included, is rebuilt every time.
+            model = eqx.nn.MLP(2, 1, 8, 1, activation=lambda z: z / 2, key=jax.random.key(seed))
+            loss(model, jnp.ones((4, 2)))
+        loss(model, jnp.ones((8, 2)))  # A new batch size: a miss.
+        assert loss.cache_info()[:2] == (2, 2)  # (hits, misses)
         print(loss.explain())
         ```
 

@@ -44,10 +44,21 @@ def no_recompiles() -> Iterator[None]:
     !!! example
 
         ```python
-        step(model, x)  # compiles
+        import jax.numpy as jnp
+        import eqxstable as es
+
+        @es.filter_jit
+        def step(w, x):
+            return w - 0.1 * x
+
+        w = step(jnp.zeros(3), jnp.ones(3))  # compiles
         with es.no_recompiles():
-            for x in batches:
-                model = step(model, x)  # raises if anything would recompile
+            for x in (jnp.ones(3), 2 * jnp.ones(3)):
+                w = step(w, x)  # the same types: no recompile
+            try:
+                step(w, jnp.ones(4))  # a new shape would recompile: raises instead
+            except es.RecompileError as e:
+                print(e)
         ```
     """
     token = _frozen.set(_frozen.get() + 1)

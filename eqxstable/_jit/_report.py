@@ -49,7 +49,16 @@ def report() -> str:
     !!! example
 
         ```python
-        print(es.report())
+        import jax.numpy as jnp
+        import eqxstable as es
+
+        @es.filter_jit
+        def double(x):
+            return 2 * x
+
+        for n in (2, 2, 3):
+            double(jnp.ones(n))
+        print(es.report())  # `double`: 3 calls, 1 hit, 2 misses, a shape change
         ```
     """
     rows = []

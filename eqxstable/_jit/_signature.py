@@ -418,5 +418,6 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
     if len(found) > 1:
         others = ", ".join(f"`{d.path}`" for d in found[1:4])
         more = "" if len(found) <= 4 else f" and {len(found) - 4} more"
-        reason += f" ({len(found) - 1} more differences: {others}{more}.)"
+        extra = f"{len(found) - 1} more {'difference' if len(found) == 2 else 'differences'}"
+        reason += f" ({extra}: {others}{more}.)"
     return Miss(first.kind, first.path, reason)

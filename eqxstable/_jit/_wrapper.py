@@ -373,10 +373,12 @@ class _JitWrapper(Generic[_P, _T]):
     def explain(self) -> str:
         """Every miss so far, one numbered paragraph each."""
         info = self.cache_info()
-        lines = [
-            f"`{self.name}`: {info.hits + info.misses} calls, {info.hits} hits, "
-            f"{info.misses} misses."
+        counts = [
+            _count(info.hits + info.misses, "call", "calls"),
+            _count(info.hits, "hit", "hits"),
+            _count(info.misses, "miss", "misses"),
         ]
+        lines = [f"`{self.name}`: {', '.join(counts)}."]
         for i, miss in enumerate(self._stats.misses, 1):
             where = f" at `{miss.path}`" if miss.path else ""
             lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
@@ -407,6 +409,10 @@ def _unpickle(
     fun: Any, donate: str, max_traces: Any, on_recompile: str, jitkwargs: dict, verify: Any
 ) -> Any:
     return make_wrapper(fun, donate, max_traces, on_recompile, jitkwargs, verify)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 # Donation mode -> (which leaves are donated, whether "donated buffers were not usable" is hidden).

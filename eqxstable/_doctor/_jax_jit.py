@@ -1,0 +1,238 @@
+"""Plain `jax.jit` compiles, as JAX itself reports them.
+
+JAX explains each tracing-cache miss of a user's function when `jax_explain_cache_misses` is on:
+a `TRACING CACHE MISS` log record naming the function, where it was defined, and the closest
+earlier cache key's difference. A trace at top level also fires the `jax.monitoring` event
+`/jax/core/compile/jaxpr_trace_duration` (with the function's name), and its XLA compile
+`/jax/core/compile/backend_compile_duration` (with `jit(name)`). The watch pairs them: an
+explanation followed by its function's trace event is one compile of that function. An
+explanation without a trace event of its own is a `jax.jit` nested in another trace (inlined,
+not compiled separately); a trace event without an explanation is JAX's own (an eager
+operation, a library function). A user's function first traced inside another jitted function
+and then called at top level compiles without tracing again: a compile event of a function that
+JAX explained before, with no trace event of its own, is counted too.
+
+Calls that hit JAX's cache run in C++ and are not seen, so `jax.jit` rows have no call count.
+Explanations made while an `equinox.filter_jit` or stable `filter_jit` call runs belong to that
+call's row and are left out here. The records are withheld from the script's own logging unless
+the script's environment asked for them (`JAX_EXPLAIN_CACHE_MISSES`).
+"""
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.monitoring
+
+
+_LOGGER = "jax._src.interpreters.partial_eval"
+# With a persistent compilation cache, the same option makes these loggers warn too.
+_ALSO_LOUDER = ("jax._src.compiler", "jax._src.compilation_cache")
+_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_FIRST = re.compile(r"never seen function:\n\s+(?P<name>.+?) id=\d+(?: defined at (?P<at>\S+))?")
+_AGAIN = re.compile(r"\n  for (?P<name>.+?)(?: defined at (?P<at>\S+))?\n")
+_SAME_LINE = "seen another function defined on the same line"
+_STATIC_METADATA = re.compile(r"<class '[\w.]+'> with pytree metadata ")
+_INPUT_PATH = re.compile(r"at input path (\S+),")
+_TYPES = re.compile(r"\* at (?P<path>.+?), now (?P<new>\S+) and before (?P<old>\S+)")
+_PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
+
+
+class JaxMiss(NamedTuple):
+    """One compile of a `jax.jit` function: `kind` and `path` as in `eqxstable.Miss`, `reason`
+    with JAX's own explanation."""
+
+    kind: str
+    path: str
+    reason: str
+    compile_seconds: float = 0.0
+
+
+class JaxRecord:
+    """One row of the report for a `jax.jit` function (by name and place of definition)."""
+
+    def __init__(self, name: str, location: str):
+        self.name = name
+        self.location = location
+        self.misses: list[JaxMiss] = []
+        self.compile_seconds = 0.0
+        self.trace_seconds = 0.0
+
+
+class _Explained(NamedTuple):
+    name: str
+    location: str
+    miss: JaxMiss
+
+
+class _Pending(threading.local):
+    def __init__(self):
+        self.explained: list[_Explained] = []
+        # The record of the last counted trace, and whether any trace event came since the last
+        # compile event.
+        self.last: JaxRecord | None = None
+        self.traced = False
+
+
+def _path(jax_path: str) -> str:
+    # JAX's input path `[0][1]['a']` is into `(args, kwargs)`.
+    if jax_path.startswith("[0]"):
+        return "args" + jax_path[3:]
+    if jax_path.startswith("[1]"):
+        return "kwargs" + jax_path[3:]
+    return jax_path
+
+
+def _kind_of_types(new: str, old: str, text: str) -> str:
+    if "weak_type" in text:
+        return "weak_type"
+    new_dtype, _, new_rest = new.partition("[")
+    old_dtype, _, old_rest = old.partition("[")
+    if new_dtype != old_dtype:
+        return "dtype"
+    if new_rest.split("]")[0] != old_rest.split("]")[0]:
+        return "shape"
+    return "sharding"
+
+
+def parse(message: str) -> _Explained | None:
+    """The function and the miss in one `TRACING CACHE MISS` record, or `None`."""
+    first = _FIRST.search(message)
+    if first is not None:
+        name, at = first["name"], first["at"] or ""
+        if _SAME_LINE in message:
+            reason = (
+                f"`jax.jit` was applied to a new `{name}` function object, defined on the same "
+                'line as one it compiled before (JAX: "maybe the function is being re-defined '
+                'repeatedly, preventing caching?"); define and jit it once, outside the loop.'
+            )
+            return _Explained(name, at, JaxMiss("identity", "(the jitted function)", reason))
+        reason = f"first call of `{name}`: traced and compiled."
+        return _Explained(name, at, JaxMiss("first", "", reason))
+    again = _AGAIN.search(message)
+    if again is None:
+        return None
+    name, at = again["name"], again["at"] or ""
+    detail = message.split("For the closest previous key:", 1)[-1].strip()
+    detail = _STATIC_METADATA.sub("", detail)
+    detail = " ".join(line.strip().removeprefix("* ") for line in detail.splitlines())
+    kind, path = "structure", ""
+    if detail.startswith("different input pytree"):
+        found = _INPUT_PATH.search(detail)
+        path = _path(found[1]) if found else ""
+        kind = "static" if "Static(" in detail else "structure"
+    elif detail.startswith("different input types"):
+        found = _TYPES.search(message)
+        if found is not None:
+            path = found["path"]
+            kind = _kind_of_types(found["new"], found["old"], detail)
+    elif detail.startswith("Tracing context"):
+        kind = "context"
+    reason = f"JAX's explanation: {detail}"
+    return _Explained(name, at, JaxMiss(kind, path, reason))
+
+
+class JaxJitWatch(logging.Filter):
+    """Counts and explains the compiles of plain `jax.jit` functions. `busy()` says whether a
+    `filter_jit` call is running in this thread (its compiles are counted there)."""
+
+    def __init__(self, busy: Callable[[], bool]):
+        super().__init__()
+        self.busy = busy
+        self.records: list[JaxRecord] = []
+        self.installed = False
+        self._by_function: dict[tuple[str, str], JaxRecord] = {}
+        # Every user function JAX explained, also inside another trace: `jit(name)` -> where.
+        self._known: dict[str, str] = {}
+        self._pending = _Pending()
+        self._was = False
+        self._listening = False
+
+    def install(self) -> bool:
+        """Turns JAX's explanations on. Returns whether this JAX can explain its misses."""
+        try:
+            self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
+            jax.config.update("jax_explain_cache_misses", True)
+        except (AttributeError, KeyError, ValueError):
+            return False
+        logging.getLogger(_LOGGER).addFilter(self)
+        for name in _ALSO_LOUDER:
+            logging.getLogger(name).addFilter(self)
+        self._listening = True
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        self.installed = True
+        return True
+
+    def uninstall(self) -> None:
+        if not self.installed:
+            return
+        self.installed = False
+        self._listening = False
+        jax.config.update("jax_explain_cache_misses", self._was)
+        logging.getLogger(_LOGGER).removeFilter(self)
+        for name in _ALSO_LOUDER:
+            logging.getLogger(name).removeFilter(self)
+        unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+        if unregister is not None:
+            unregister(self._listener)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Returns whether the record goes on to the script's own logging: only if it had asked.
+        if record.name != _LOGGER:
+            text = str(record.msg)
+            return self._was or not any(word in text for word in _PERSISTENT)
+        message = record.getMessage()
+        if not message.startswith("TRACING CACHE MISS"):
+            return True
+        explained = parse(message)
+        if explained is not None:
+            self._known.setdefault(f"jit({explained.name})", explained.location)
+            if not self.busy():
+                self._pending.explained.append(explained)
+        return self._was
+
+    def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
+        if not self._listening:
+            return
+        pending = self._pending
+        if event == _TRACE_EVENT:
+            explained, pending.explained = pending.explained, []
+            pending.traced = True
+            if self.busy() or not explained:
+                return
+            name = kwargs.get("fun_name")
+            # The last explanation is the top-level function's: nested `jax.jit`s are explained
+            # while it traces, before it.
+            match = [e for e in explained if e.name == name] or explained[-1:]
+            record = self._record(match[-1].name, match[-1].location)
+            record.misses.append(match[-1].miss)
+            record.trace_seconds += duration_secs
+            pending.last = record
+        elif event == _COMPILE_EVENT:
+            last, pending.last = pending.last, None
+            traced, pending.traced = pending.traced, False
+            name = kwargs.get("fun_name")
+            if self.busy():
+                return
+            if last is not None and name == f"jit({last.name})":
+                last.compile_seconds += duration_secs
+                last.misses[-1] = last.misses[-1]._replace(compile_seconds=duration_secs)
+            elif not traced and isinstance(name, str) and name in self._known:
+                record = self._record(name[4:-1], self._known[name])
+                reason = (
+                    "compiled for a call at top level, with the trace JAX made when "
+                    f"`{record.name}` was called inside another jitted function."
+                )
+                record.misses.append(JaxMiss("first", "", reason, duration_secs))
+                record.compile_seconds += duration_secs
+
+    def _record(self, name: str, location: str) -> JaxRecord:
+        record = self._by_function.get((name, location))
+        if record is None:
+            record = self._by_function[(name, location)] = JaxRecord(name, location)
+            self.records.append(record)
+        return record

@@ -1,0 +1,257 @@
+"""What eqxstable's `filter_jit` would do with the calls an `equinox.filter_jit` receives.
+
+The prediction is not a model of eqxstable written a second time: each call is bound and looked up
+in the jit layer's own `Cache` (the identity fast path, the `Watch` and the `stable_key` slow path
+of the hit path, `Cache.rekey` after a trace), the jitted function is watched with the keys
+layer's own `compute` and `Watch` as a stable wrapper watches it, programs are shared between
+equivalent functions by the jit layer's `static_key` as `get_program` shares them (and aliased
+after a trace as `alias_program` does), and a predicted miss is explained with the same
+`signature`/`diff`/`describe_change` as a real one. What is left to this file is JAX's part:
+under one cache entry, a program per set of array types (shape, dtype, weak type, placement), the
+function's own arrays included.
+
+The shadow programs are the doctor's own: sharing the jit layer's table would put the observed
+script's calls into the caches of the stable wrappers it makes itself.
+`tests/test_doctor_prediction.py` runs every example both ways and checks that `--stabilize` does
+what was predicted.
+"""
+
+import itertools
+from typing import Any, NamedTuple
+
+import jax.tree_util as jtu
+
+from .._jit import diff, Miss, Signature, signature
+from .._jit._bind import Binder
+from .._jit._cache import Cache, Entry
+from .._jit._describe import describe_change
+from .._jit._fun import FunParts, split_fun, static_key
+from .._jit._program import fun_names
+from .._jit._signature import _array_leaf, ArrayLeaf
+from .._keys import compute, Key, Watch
+
+
+# As `eqxstable._jit._program`: a miss is compared with the latest signatures only.
+_HISTORY_SEARCHED = 64
+# `ShadowWrapper.pair` once its calls used more than one (program, entry).
+_MANY: Any = object()
+# What `--stabilize` passes on as `eqxstable.filter_jit(fun, donate=...)`, as Equinox's wrapper
+# holds it: `(donate_first, donate_rest)` -> the leaves a stable program donates (its key).
+_DONATED = {
+    (True, True): "all",
+    (False, True): "all-except-first",
+    (False, False): "none",
+    (True, False): "none",
+}
+
+
+def donated(options: tuple) -> str:
+    """Which leaves eqxstable's `filter_jit` donates for an Equinox wrapper with these options
+    (`donate_first`, `donate_rest`, `filter_warning`): part of a program's key."""
+    return _DONATED.get((bool(options[0]), bool(options[1])), repr(options))
+
+
+class ShadowProgram:
+    """One program of eqxstable's `filter_jit`, without the compiling: its cache of entries, the
+    array types each entry was compiled for, and the signature of each compile."""
+
+    __slots__ = ("key", "cache", "bind", "seen", "history")
+
+    def __init__(self, key: Any, fun: Any, which: str):
+        self.key = key
+        self.cache = Cache(which)
+        self.bind = Binder(fun)
+        self.seen: dict[Entry, set[tuple[ArrayLeaf, ...]]] = {}
+        self.history: list[Signature] = []
+
+
+class ShadowWrapper:
+    """What a stable wrapper of one Equinox wrapper's function would hold (as `_jit._wrapper`'s
+    `_State`): the key and `Watch` of its function, its program, and what changed in the
+    function since the last call."""
+
+    __slots__ = (
+        "fun",
+        "parts",
+        "which",
+        "paths",
+        "fun_key",
+        "fun_watch",
+        "program",
+        "calls",
+        "pair",
+    )
+
+    fun_key: Key
+    fun_watch: Watch
+
+    def __init__(self, fun: Any, parts: FunParts, which: str, program: ShadowProgram):
+        self.fun = fun
+        self.parts = parts
+        self.which = which
+        # The paths of the function's arrays: they are arguments of the program (`fun.weight`).
+        self.paths: list[str] | None = None
+        self.program = program
+        self.calls = 0
+        # The one (program, entry) every call used so far, or `_MANY`: while it is one, a call
+        # that Equinox served from its cache was compiled for under that entry too.
+        self.pair: Any = None
+        self.resnapshot()
+
+    def resnapshot(self) -> None:
+        self.fun_key, self.fun_watch = compute(self.fun)
+
+    def array_paths(self) -> list[str]:
+        if self.paths is None:
+            flat = jtu.tree_flatten_with_path(self.fun)[0]
+            self.paths = [
+                f"fun{jtu.keystr(path)}" for (path, _), m in zip(flat, self.parts.mask) if m
+            ]
+        return self.paths
+
+
+class Decision(NamedTuple):
+    """Where eqxstable's `filter_jit` would look one call up, decided before the call runs: the
+    call bound and flattened as a stable wrapper flattens it."""
+
+    wrapper: ShadowWrapper
+    program: ShadowProgram
+    entry: Entry
+    rebound: str | None
+    args: tuple
+    kwargs: dict
+    leaves: list
+
+
+class Predictor:
+    """The programs eqxstable would share between wrappers of equivalent functions (by the
+    jit layer's `static_key`, as `get_program` shares them), and the per-call decisions."""
+
+    def __init__(self):
+        self.programs: dict[Any, ShadowProgram] = {}
+
+    def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
+        """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
+        `options` (`donate_first`, `donate_rest`, `filter_warning`)."""
+        parts = split_fun(fun)
+        which = donated(options)
+        return ShadowWrapper(fun, parts, which, self._program(fun, parts, which))
+
+    def _program(self, fun: Any, parts: FunParts, which: str) -> ShadowProgram:
+        # As `get_program`: the options passed on are the donation mode only.
+        key = static_key(fun, parts, which, ())
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = ShadowProgram(key, fun, which)
+        return program
+
+    def before(self, wrapper: ShadowWrapper, args: tuple, kwargs: dict) -> Decision:
+        """The program and entry of this call, as a stable wrapper finds them before calling
+        JAX: it first checks whether its function changed since the last call (`_State.refresh`),
+        then binds and flattens the arguments and looks them up."""
+        rebound = None
+        if not wrapper.fun_watch.valid():
+            old = wrapper.fun_key
+            key, wrapper.fun_watch = compute(wrapper.fun)
+            if key != old:
+                wrapper.program = self._program(wrapper.fun, wrapper.parts, wrapper.which)
+                if wrapper.calls:
+                    what = describe_change(old, key)
+                    name = fun_names(wrapper.fun)[1]
+                    rebound = f"`{name}` had a value it reads rebound after it was used ({what})"
+                wrapper.fun_key = key
+        program = wrapper.program
+        if kwargs:
+            args, kwargs = program.bind(args, kwargs)
+        leaves, treedef = jtu.tree_flatten((args, kwargs))
+        entry = program.cache.lookup(leaves, treedef)
+        return Decision(wrapper, program, entry, rebound, args, kwargs, leaves)
+
+    def settle(self, decision: Decision, traced: bool) -> bool:
+        """Notes that the call ran (`traced`: whether Equinox traced or compiled for it).
+        Returns `True` when eqxstable surely hit too, without keying anything; else `miss`
+        decides."""
+        wrapper, program, entry = decision[:3]
+        wrapper.calls += 1
+        pair = (program, entry)
+        if wrapper.pair is None:
+            wrapper.pair = pair
+        elif wrapper.pair is not _MANY and wrapper.pair != pair:
+            wrapper.pair = _MANY
+        if traced:
+            # What tracing changed in the function or its arguments (a trace counter) is part of
+            # the program, not a later change: a stable wrapper looks again after its traces
+            # (`Cache.rekey`, `_State.traced`, `alias_program`).
+            program.cache.rekey(entry)
+            wrapper.resnapshot()
+            key = static_key(wrapper.fun, wrapper.parts, wrapper.which, ())
+            if key != program.key:
+                self.programs.setdefault(key, program)
+            return False
+        # Equinox reused a program compiled for these array types, and every call of this
+        # wrapper so far used this one entry: eqxstable compiled for them under it too.
+        return entry in program.seen and wrapper.pair is not _MANY
+
+    def miss(
+        self, decision: Decision, fun_arrays: list, sig: Signature | None = None
+    ) -> Miss | None:
+        """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
+
+        **Arguments:**
+
+        - `decision`: what `before` decided for this call (after `settle`).
+        - `fun_arrays`: the arrays of the function the call was made with, in order: the
+            program's arguments too, so a new shape there compiles again.
+        - `sig`: the call's `signature` of its bound arguments, if already made.
+
+        **Returns:**
+
+        The predicted [`eqxstable.Miss`][], with the reason `--stabilize` would give.
+        """
+        wrapper, program, entry, rebound, args, kwargs, leaves = decision
+        dynamic = itertools.chain(itertools.compress(leaves, entry.dyn_sel), fun_arrays)
+        avals = tuple(map(_array_leaf, dynamic))
+        seen = program.seen.get(entry)
+        if seen is None:
+            seen = program.seen[entry] = set()
+        if avals in seen:
+            return None
+        seen.add(avals)
+        if sig is None:
+            sig = signature(args, kwargs)
+        if fun_arrays:
+            fun_leaves = tuple(zip(wrapper.array_paths(), map(_array_leaf, fun_arrays)))
+            sig = Signature(sig.leaves + fun_leaves, sig.nodes)
+        miss = _explain(wrapper, program, entry, rebound, sig)
+        program.history.append(sig)
+        entry.mutated = None
+        return miss
+
+
+def _explain(
+    wrapper: ShadowWrapper,
+    program: ShadowProgram,
+    entry: Entry,
+    rebound: str | None,
+    sig: Signature,
+) -> Miss:
+    # As `eqxstable._jit._program.Program._explain`, in the same order and words.
+    name = fun_names(wrapper.fun)[0]
+    if rebound is not None:
+        reason = (
+            f"{rebound}, so `{name}` was traced again instead of reusing the program compiled "
+            "before the change; pass what changes as an argument instead."
+        )
+        return Miss("mutated", name, reason)
+    mutated = entry.mutated
+    if mutated is not None:
+        index, old, new = mutated
+        path = sig.leaves[index][0] if index is not None else "(a static field)"
+        reason = (
+            f"`{path}` is the same object as before, but it was changed in place after it was "
+            f"used ({describe_change(old, new)}), so it was traced again instead of reusing the "
+            "program compiled before the change; "
+            "pass what changes as an array argument, or keep it unchanged."
+        )
+        return Miss("mutated", path, reason)
+    return diff(program.history[-_HISTORY_SEARCHED:], sig, name)

@@ -1,0 +1,104 @@
+"""The doctor's prediction comes true.
+
+Every script in `examples/` and in `tests/doctor_scripts/` runs under `eqxstable doctor` twice:
+observing, then with `--stabilize`. The misses that the first run predicts for eqxstable's
+`filter_jit` (how many, and of which kinds) are the misses the second run makes, and plain
+`jax.jit` compiles are counted the same in both, and the script prints the same results, except
+where Equinox served a program traced for something else.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+ROOT = Path(__file__).parent.parent
+SCRIPTS = sorted([*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "doctor_scripts").glob("*.py")])
+# Shorter runs of the examples, with the same compiles.
+ARGS = {"sweep.py": ["--epochs", "3", "--steps", "2"]}
+# How many misses each script is built to make eqxstable avoid (negative: compile more), so that
+# a prediction that says nothing cannot pass.
+NET_AVOIDED = {
+    "sweep.py": 2,
+    "rebuilt_lambda.py": 0,
+    "global_optimiser.py": 3,
+    "jax_jit.py": 0,
+    "mixed_jits.py": 1,
+    "rebound_global_value.py": -1,
+    "equal_but_different.py": 1,
+    "jitted_module.py": 2,
+}
+# The lines a script prints differently, because Equinox reuses a program traced for something
+# else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
+# `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
+# `x * scale` after `scale = 3.0` is 3.
+DIFFERENT_RESULTS = {
+    "equal_but_different.py": {
+        0: ("int32 int32 int32", "int32 float32 int32"),
+        1: ("int32 int32", "int32 float32"),
+        3: ("[2. 2.]", "[6. 6.]"),
+    },
+    "rebound_global_value.py": {1: ("[2. 2.]", "[3. 3.]")},
+}
+
+
+def _doctor(tmp_path: Path, script: Path, *options: str) -> tuple[dict[str, Any], list[str]]:
+    out = tmp_path / f"report{'-'.join(options)}.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eqxstable",
+            "doctor",
+            "--json",
+            "--output",
+            str(out),
+            *options,
+            str(script),
+            *ARGS.get(script.name, []),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # Timings aside, what the script printed.
+    lines = [re.sub(r"\d+(\.\d+)? s\b", "_ s", line) for line in proc.stdout.splitlines()]
+    return json.loads(out.read_text()), lines
+
+
+def test_every_script_has_an_expectation():
+    assert sorted(NET_AVOIDED) == sorted(script.name for script in SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
+    observed, printed = _doctor(tmp_path, script)
+    stabilized, printed_stable = _doctor(tmp_path, script, "--stabilize")
+    misses = observed["totals"]["filter_jit_misses"]
+    prediction = observed["prediction"]
+    predicted = misses if prediction is None else prediction["filter_jit_misses"]
+    # "N misses would be avoided" is exactly what `--stabilize` then does.
+    assert misses - predicted == misses - stabilized["totals"]["filter_jit_misses"]
+    assert misses - predicted == NET_AVOIDED[script.name]
+    if prediction is not None:
+        kinds: Counter = Counter()
+        for row in stabilized["functions"]:
+            if row["jit"] != "jax":
+                kinds.update(row["misses_by_kind"])
+        assert prediction["filter_jit_misses_by_kind"] == dict(kinds)
+        assert prediction["unpredicted_calls"] == 0
+    assert observed["totals"]["jax_jit_misses"] == stabilized["totals"]["jax_jit_misses"]
+    different = DIFFERENT_RESULTS.get(script.name, {})
+    assert printed and len(printed) == len(printed_stable)
+    for i, (line, stable_line) in enumerate(zip(printed, printed_stable)):
+        assert (line, stable_line) == different.get(i, (line, line))

@@ -1,0 +1,123 @@
+"""What the doctor's report says: plain `jax.jit` compiles in the same table, and only what
+applies, once."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def _doctor(tmp_path: Path, source: str, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "eqxstable", "doctor", *options, "--output", str(out), str(script)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    return proc, json.loads(text) if "--json" in options else {"text": text}
+
+
+def _rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["name"].rsplit(".", 1)[-1]: row for row in report["functions"]}
+
+
+JAX_JIT = """
+    from functools import partial
+
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    traces = 0
+
+    @partial(jax.jit, static_argnums=1)
+    def power(x, n):
+        global traces
+        traces += 1
+        return x**n
+
+    for n in (1, 2, 3, 2, 1):
+        power(jnp.arange(3.0), n)
+
+    @jax.jit
+    def inner(x):
+        return x + 1
+
+    @eqx.filter_jit
+    def outer(x):
+        return inner(x) * 2
+
+    outer(jnp.ones(2))  # `inner` is traced inside `outer`: part of its program
+    inner(jnp.ones(2))  # then compiled on its own, from that trace
+    print("traces", traces)
+"""
+
+
+def test_jax_jit_compiles_are_counted_and_explained_by_jax(tmp_path):
+    proc, report = _doctor(tmp_path, JAX_JIT, "--json")
+    assert proc.stdout == "traces 3\n"
+    # JAX's explanations are the doctor's to read, not the script's output.
+    assert "TRACING CACHE MISS" not in proc.stderr
+    rows = _rows(report)
+    power = rows["power"]
+    assert (power["jit"], power["calls"], power["hits"], power["misses"]) == ("jax", None, None, 3)
+    assert power["misses_by_kind"] == {"first": 1, "static": 2}
+    static = [g for g in power["miss_groups"] if g["kind"] == "static"]
+    assert static[0]["path"] == "args[1]" and "Static(val=2)" in static[0]["reason"]
+    assert power["compile_seconds"] > 0 and power["location"].endswith("script.py:10")
+    assert (rows["inner"]["jit"], rows["inner"]["misses"]) == ("jax", 1)
+    assert (rows["outer"]["jit"], rows["outer"]["misses"]) == ("equinox", 1)
+    assert report["totals"]["jax_jit_misses"] == 4
+    # `--stabilize` changes `equinox.filter_jit` only.
+    _, stabilized = _doctor(tmp_path, JAX_JIT, "--json", "--stabilize")
+    rows = _rows(stabilized)
+    assert (rows["power"]["misses"], rows["inner"]["misses"]) == (3, 1)
+    assert rows["outer"]["jit"] == "eqxstable"
+
+
+def test_a_script_on_eqxstable_gets_no_prediction(tmp_path):
+    source = """
+        import jax.numpy as jnp
+        import eqxstable as es
+
+        f = es.filter_jit(lambda x: x + 1)
+        f(jnp.ones(2))
+        f(jnp.ones(2))
+    """
+    _, report = _doctor(tmp_path, source)
+    text = report["text"]
+    assert "1 misses" not in text and "1 hits" not in text
+    assert "avoid" not in text and "would" not in text and "type" not in text
+    assert "with eqxstable" not in text
+
+
+def test_stabilize_prints_one_table_and_counts_in_words(tmp_path):
+    source = """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        f = eqx.filter_jit(lambda x: x + 1)
+        f(jnp.ones(2))
+        f(jnp.ones(2))
+    """
+    _, report = _doctor(tmp_path, source, "--stabilize")
+    text = report["text"]
+    assert text.count("function ") == 1 and "es.report()" not in text
+    assert "1 miss in 2 calls." in text
+    _, report = _doctor(tmp_path, source)
+    words = " ".join(report["text"].split())
+    assert "would make the same 1 miss as `equinox.filter_jit` here" in words
+    assert "[eqxstable" not in words and "type" not in words
