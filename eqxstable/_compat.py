@@ -9,7 +9,9 @@ What is new where, and what older versions get instead:
 - `jax.jit(f)._jit_info` (JAX 0.6.0): older JAX keeps the same `PjitInfo` in the closure of
   `f._cache_miss`; `jit_parts` reads either.
 - A module's node data as a plain tuple (Equinox 0.13.3): older Equinox gives a fresh
-  `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple.
+  `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple (the jit
+  cache's hit path), and the keys layer keys it by its fields (`LEGACY_MODULE_AUX`), so that a
+  treedef holding it (the static part of a jitted module) is keyed by value, not by identity.
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
 """
 
@@ -63,6 +65,10 @@ def _legacy_aux_type() -> type | None:
 
 
 _LEGACY_AUX = _legacy_aux_type()
+# Equinox < 0.13.3 only (else `None`): the type of a module's node data, which the keys layer keys
+# like a frozen dataclass (by its fields). Equinox makes one afresh per flatten and never changes
+# it, so its fields are what it holds for good.
+LEGACY_MODULE_AUX: type | None = _LEGACY_AUX
 
 
 def _flat_module_aux(d: Any) -> Any:

@@ -14,7 +14,7 @@ import jax.tree_util as jtu
 import pytest
 
 import eqxstable as es
-from eqxstable._compat import code_qualname, flat_module_aux, jit_parts
+from eqxstable._compat import code_qualname, flat_module_aux, jit_parts, LEGACY_MODULE_AUX
 from eqxstable._jit._cache import node_data
 
 from .helpers import count_traces
@@ -96,6 +96,20 @@ def test_module_node_data_is_a_tuple_of_the_modules_own_objects():
     assert scale in first and "m" in first
     # Fresh per flatten, but item by item the very same objects: the jit cache's hit path.
     assert len(first) == len(second) and all(a is b for a, b in zip(first, second))
+
+
+def test_a_modules_treedef_is_keyed_by_value():
+    # A jitted module's static part holds its treedef, whose node data Equinox makes afresh per
+    # flatten (a `_FlattenedData` before 0.13.3, keyed by its fields): two flattens are one key,
+    # and a changed static field is another.
+    raw = jtu.tree_structure(WithStatic(jnp.ones(2), 2, "m")).node_data()[1]  # pyright: ignore
+    assert (LEGACY_MODULE_AUX is None) == (type(raw) is tuple)
+    assert (LEGACY_MODULE_AUX is None) == (flat_module_aux is None)
+    one = es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 2, "m")))
+    assert not one.identity
+    assert one == es.stable_key(jtu.tree_structure(WithStatic(jnp.zeros(3), 2, "m")))
+    assert one != es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 3, "m")))
+    assert one != es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 2.0, "m")))
 
 
 @pytest.mark.parametrize(("old", "new", "retraces"), [(2, 2, False), (2, 3, True), (1, 1.0, True)])
