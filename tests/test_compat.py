@@ -143,3 +143,14 @@ def test_code_qualname_without_a_function():
     code = compile("def orphan():\n    pass\n", "<test>", "exec").co_consts[0]
     assert isinstance(code, types.CodeType)
     assert code_qualname(code) == "orphan"
+
+
+def test_an_equations_context_keeps_its_settings_in_slots():
+    # `jaxpr_key` keys an equation's context by its slots (JAX 0.5 and 0.6 make a new context per
+    # equation, with no `__eq__`); one with a `__dict__` would fall back to identity.
+    (eqn,) = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr.eqns
+    assert not hasattr(eqn.ctx, "__dict__")
+    slots = {name for c in type(eqn.ctx).__mro__ for name in c.__dict__.get("__slots__", ())}
+    assert {"compute_type", "threefry_partitionable", "xla_metadata"} <= slots
+    again = jax.make_jaxpr(lambda x: x + 1.0)(1.0)
+    assert es.stable_key(again) == es.stable_key(jax.make_jaxpr(lambda x: x + 1.0)(1.0))
