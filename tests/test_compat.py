@@ -14,8 +14,15 @@ import jax.tree_util as jtu
 import pytest
 
 import eqxstable as es
-from eqxstable._compat import code_qualname, flat_module_aux, jit_parts, LEGACY_MODULE_AUX
+from eqxstable._compat import (
+    code_qualname,
+    flat_module_aux,
+    jit_parts,
+    LEGACY_MODULE_AUX,
+    STORE_FRAMES,
+)
 from eqxstable._jit._cache import node_data
+from eqxstable._static import Static
 
 from .helpers import count_traces
 
@@ -123,6 +130,21 @@ def test_module_argument_retraces_only_when_a_static_field_changes(old, new, ret
     out = apply(WithStatic(jnp.full(3, 2.0, jnp.float32), new, "m"), x)
     assert counter.count == (2 if retraces else 1)
     assert (out == 2.0 * new * x).all() and out.dtype == jnp.float32
+
+
+def test_a_converted_static_is_made_canonical_where_equinox_stores_it():
+    # Equinox 0.13 stores a converter's result with `object.__setattr__`; older Equinox through
+    # its initable class's `__setattr__`, which `STORE_FRAMES` lists.
+    assert STORE_FRAMES is not None
+    assert all("equinox" in code.co_filename for code in STORE_FRAMES)
+
+    class Sizes(es.StableModule):
+        sizes: list = eqx.field(static=True, converter=list)
+
+    m = Sizes((1, 2))
+    assert type(m.__dict__["sizes"]) is Static and m.sizes == [1, 2]
+    with pytest.raises(TypeError, match="read-only"):
+        m.sizes.append(3)
 
 
 class Outer:
