@@ -168,7 +168,7 @@ def test_code_qualname_without_a_function():
 
 
 def test_an_equations_context_keeps_its_settings_in_slots():
-    # `jaxpr_key` keys an equation's context by its slots (JAX 0.5 and 0.6 make a new context per
+    # `jaxpr_key` keys an equation's context by its slots (JAX 0.5.3 makes a new context per
     # equation, with no `__eq__`); one with a `__dict__` would fall back to identity.
     (eqn,) = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr.eqns
     assert not hasattr(eqn.ctx, "__dict__")

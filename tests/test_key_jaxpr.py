@@ -97,7 +97,7 @@ def test_sub_jaxprs_are_keyed_by_value():
 
 
 def test_each_equations_context_is_keyed_by_its_settings():
-    # Newer JAX interns an equation's context; JAX 0.5 and 0.6 make one per equation (with no
+    # Newer JAX interns an equation's context; JAX 0.5.3 makes one per equation (with no
     # `__eq__`), so it is keyed by its settings, and a changed setting is another program.
     def f(x):
         return x + 1.0

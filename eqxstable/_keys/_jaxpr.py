@@ -9,8 +9,8 @@ JAX runs from it:
 - each equation's primitive, its parameters (sub-jaxprs keyed here recursively, everything else
   with the caller's key function), its effects and its context (`JaxprEqnContext`: compute type,
   mesh, PRNG partitioning, XLA metadata), by the value of each setting: newer JAX interns
-  contexts (equal settings, one object), older JAX (0.5, 0.6) makes one per equation and gives
-  it no `__eq__`;
+  contexts (equal settings, one object), older JAX (0.5.3, measured) makes one per equation
+  and gives it no `__eq__`;
 - each variable by its position (the order it is bound in: constvars, invars, then each
   equation's outputs) and its abstract value; dropped outputs as such;
 - literals by their exact type and bits (through the key function) and abstract value;
