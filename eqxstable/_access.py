@@ -11,7 +11,8 @@ it was assigned, or the dynamic number as a weakly typed array.
 One exception: Equinox's construction (`_ModuleMeta.__call__`) checks that no array is in a
 static field, by reading it. A static NumPy array is fine in a `StableModule` (its canonical
 form is hashable), so that check is shown the `Static`, and a value a user converter returns
-there is made canonical as it is stored.
+there is made canonical as it is stored (by `object.__setattr__`, or through the functions that
+`_compat.STORE_FRAMES` lists on older Equinox).
 """
 
 import dataclasses
@@ -22,21 +23,30 @@ from typing import Any
 
 import equinox as eqx
 
+from ._compat import EQX_CALL, STORE_FRAMES
 from ._dynamic import decode, Hyper
 from ._static import Static
 
 
 _MISSING: Any = dataclasses.MISSING
-# Equinox's construction, and its `__getattribute__`, through which every read passes.
-_EQX_CALL = getattr(type(eqx.Module).__dict__.get("__call__"), "__code__", None)
+# Equinox's `__getattribute__`, through which every read passes (Equinox 0.13).
 _EQX_GETATTRIBUTE = getattr(eqx.Module.__dict__.get("__getattribute__"), "__code__", None)
+# What lies between Equinox's construction and a store it makes (`_compat.py`).
+_STORE_FRAMES = frozenset(STORE_FRAMES or ())
 
 
 def _called_by_equinox_construction() -> bool:
     frame = sys._getframe(2)
     if frame.f_code is _EQX_GETATTRIBUTE:
         frame = frame.f_back
-    return frame is not None and frame.f_code is _EQX_CALL
+    return frame is not None and frame.f_code is EQX_CALL
+
+
+def _stored_by_equinox_construction() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code in _STORE_FRAMES:
+        frame = frame.f_back
+    return frame is not None and frame.f_code is EQX_CALL
 
 
 class FieldAccess:
@@ -85,7 +95,7 @@ class FieldAccess:
 
     def __set__(self, obj: Any, value: Any) -> None:
         freeze = self.freeze
-        if freeze is not None and type(value) is not Static and _called_by_equinox_construction():
+        if freeze is not None and type(value) is not Static and _stored_by_equinox_construction():
             value = freeze(value, type(obj), self.name)
         obj.__dict__[self.name] = value
 

@@ -9,7 +9,13 @@ What is new where, and what older versions get instead:
 - `jax.jit(f)._jit_info` (JAX 0.6.0): older JAX keeps the same `PjitInfo` in the closure of
   `f._cache_miss`; `jit_parts` reads either.
 - A module's node data as a plain tuple (Equinox 0.13.3): older Equinox gives a fresh
-  `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple.
+  `_FlattenedData` per flatten; `flat_module_aux` turns it into the same kind of tuple (the jit
+  cache's hit path), and the keys layer keys it by its fields (`LEGACY_MODULE_AUX`), so that a
+  treedef holding it (the static part of a jitted module) is keyed by value, not by identity.
+- Equinox's construction stores a converter's result with `object.__setattr__` (Equinox 0.13);
+  older Equinox calls `setattr`, through the `__setattr__` of the class it builds for `__init__`.
+  `STORE_FRAMES` holds the code of such functions, found by watching a store, so that the
+  `StableModule` field descriptor recognizes the store as Equinox's (`_access.py`).
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
 - No JAX version has a public way to make a weakly typed array: `weak_convert` uses the function
   `jnp.asarray(0.1)` itself ends in, and falls back to a strongly typed conversion if it moves.
@@ -18,6 +24,7 @@ What is new where, and what older versions get instead:
 import dataclasses
 import gc
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +74,10 @@ def _legacy_aux_type() -> type | None:
 
 
 _LEGACY_AUX = _legacy_aux_type()
+# Equinox < 0.13.3 only (else `None`): the type of a module's node data, which the keys layer keys
+# like a frozen dataclass (by its fields). Equinox makes one afresh per flatten and never changes
+# it, so its fields are what it holds for good.
+LEGACY_MODULE_AUX: type | None = _LEGACY_AUX
 
 
 def _flat_module_aux(d: Any) -> Any:
@@ -99,6 +110,56 @@ def _flat_module_aux(d: Any) -> Any:
 
 # `None` where Equinox's node data needs no help (Equinox >= 0.13.3), so callers skip the call.
 flat_module_aux: Callable[[Any], Any] | None = None if _LEGACY_AUX is None else _flat_module_aux
+
+
+# Equinox's construction (`_ModuleMeta.__call__`): it runs `__init__`, then each field's converter.
+EQX_CALL: types.CodeType | None = getattr(
+    type(eqx.Module).__dict__.get("__call__"), "__code__", None
+)
+
+
+class _StoreRecorder:
+    """A data descriptor for a field: records the Python frames between each store and Equinox's
+    construction."""
+
+    def __init__(self) -> None:
+        self.chains: list[tuple[types.CodeType, ...] | None] = []
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            raise AttributeError("value")
+        return obj.__dict__["value"]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["value"] = value
+        codes = []
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not EQX_CALL:
+            codes.append(frame.f_code)
+            frame = frame.f_back
+        self.chains.append(None if frame is None else tuple(codes))
+
+
+def _store_frames() -> tuple[types.CodeType, ...] | None:
+    """The code of the Python functions between Equinox's construction and the store of a
+    converter's result (the last store it makes), or `None` if none reaches `EQX_CALL`."""
+
+    class Probe(eqx.Module):
+        value: int = eqx.field(converter=int)
+
+    recorder = _StoreRecorder()
+    setattr(Probe, "value", recorder)
+    try:
+        Probe(1.0)  # pyright: ignore[reportArgumentType]
+    except Exception:
+        return None
+    return recorder.chains[-1] if recorder.chains else None
+
+
+# Equinox >= 0.13: `()`; older: the initable class's `__setattr__`. `None`: no store was seen to
+# come from Equinox's construction (it moved); then only a direct store is recognized, as on
+# Equinox 0.13 (`tests/test_compat.py` notices).
+STORE_FRAMES: tuple[types.CodeType, ...] | None = _store_frames()
 
 
 def code_qualname(code: types.CodeType) -> str:

@@ -62,6 +62,17 @@ class _ToCompileLog(logging.Handler):
             self.log.traced.append(match["name"])
 
 
+def enable_x64(new_val: bool = True) -> contextlib.AbstractContextManager:
+    """`with enable_x64(True):` turns on 64-bit types in the block, on every JAX the project
+    supports: `jax.enable_x64` where JAX has it, else `jax.experimental.enable_x64` (JAX 0.5.3
+    has only the latter; the newest JAX only the former)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(new_val)
+    from jax import experimental
+
+    return experimental.enable_x64(new_val)  # pyright: ignore[reportAttributeAccessIssue]
+
+
 # `jax.log_compiles()` flips a process-wide flag, so two blocks must not overlap.
 _compile_log_lock = threading.Lock()
 

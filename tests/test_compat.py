@@ -15,8 +15,15 @@ import pytest
 
 import eqxstable as es
 from eqxstable import _compat
-from eqxstable._compat import code_qualname, flat_module_aux, jit_parts
+from eqxstable._compat import (
+    code_qualname,
+    flat_module_aux,
+    jit_parts,
+    LEGACY_MODULE_AUX,
+    STORE_FRAMES,
+)
 from eqxstable._jit._cache import node_data
+from eqxstable._static import Static
 
 from .helpers import count_traces
 
@@ -100,6 +107,20 @@ def test_module_node_data_is_a_tuple_of_the_modules_own_objects():
     assert len(first) == len(second) and all(a is b for a, b in zip(first, second))
 
 
+def test_a_modules_treedef_is_keyed_by_value():
+    # A jitted module's static part holds its treedef, whose node data Equinox makes afresh per
+    # flatten (a `_FlattenedData` before 0.13.3, keyed by its fields): two flattens are one key,
+    # and a changed static field is another.
+    raw = jtu.tree_structure(WithStatic(jnp.ones(2), 2, "m")).node_data()[1]  # pyright: ignore
+    assert (LEGACY_MODULE_AUX is None) == (type(raw) is tuple)
+    assert (LEGACY_MODULE_AUX is None) == (flat_module_aux is None)
+    one = es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 2, "m")))
+    assert not one.identity
+    assert one == es.stable_key(jtu.tree_structure(WithStatic(jnp.zeros(3), 2, "m")))
+    assert one != es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 3, "m")))
+    assert one != es.stable_key(jtu.tree_structure(WithStatic(jnp.ones(2), 2.0, "m")))
+
+
 @pytest.mark.parametrize(("old", "new", "retraces"), [(2, 2, False), (2, 3, True), (1, 1.0, True)])
 @pytest.mark.counts_traces
 def test_module_argument_retraces_only_when_a_static_field_changes(old, new, retraces):
@@ -112,6 +133,21 @@ def test_module_argument_retraces_only_when_a_static_field_changes(old, new, ret
     out = apply(WithStatic(jnp.full(3, 2.0, jnp.float32), new, "m"), x)
     assert counter.count == (2 if retraces else 1)
     assert (out == 2.0 * new * x).all() and out.dtype == jnp.float32
+
+
+def test_a_converted_static_is_made_canonical_where_equinox_stores_it():
+    # Equinox 0.13 stores a converter's result with `object.__setattr__`; older Equinox through
+    # its initable class's `__setattr__`, which `STORE_FRAMES` lists.
+    assert STORE_FRAMES is not None
+    assert all("equinox" in code.co_filename for code in STORE_FRAMES)
+
+    class Sizes(es.StableModule):
+        sizes: list = eqx.field(static=True, converter=list)
+
+    m = Sizes((1, 2))
+    assert type(m.__dict__["sizes"]) is Static and m.sizes == [1, 2]
+    with pytest.raises(TypeError, match="read-only"):
+        m.sizes.append(3)
 
 
 class Outer:
@@ -149,3 +185,14 @@ def test_weak_convert_falls_back_to_a_strong_conversion(monkeypatch):
     monkeypatch.setattr(_compat, "_CONVERT", None)
     x = _compat.weak_convert(jnp.asarray(2, dtype=jnp.int32), jnp.float32)
     assert x.dtype == jnp.float32 and not x.weak_type and float(x) == 2.0
+
+
+def test_an_equations_context_keeps_its_settings_in_slots():
+    # `jaxpr_key` keys an equation's context by its slots (JAX 0.5.3 makes a new context per
+    # equation, with no `__eq__`); one with a `__dict__` would fall back to identity.
+    (eqn,) = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr.eqns
+    assert not hasattr(eqn.ctx, "__dict__")
+    slots = {name for c in type(eqn.ctx).__mro__ for name in c.__dict__.get("__slots__", ())}
+    assert {"compute_type", "threefry_partitionable", "xla_metadata"} <= slots
+    again = jax.make_jaxpr(lambda x: x + 1.0)(1.0)
+    assert es.stable_key(again) == es.stable_key(jax.make_jaxpr(lambda x: x + 1.0)(1.0))

@@ -19,7 +19,7 @@ import pytest
 
 import eqxstable as es
 
-from .helpers import counting_filter_jit
+from .helpers import counting_filter_jit, enable_x64
 
 
 class PlainRegressor(eqx.Module):
@@ -152,7 +152,7 @@ def test_built_without_x64_reads_back_with_x64_precision():
     m = Scale(0.1)
     assert m.factor.dtype == jnp.float32
     run, _ = counting_filter_jit(lambda model, x: model.factor + x)
-    with jax.enable_x64(True):
+    with enable_x64(True):
         assert m.factor.dtype == jnp.float64 and float(m.factor) == 0.1
         out = run(m, jnp.zeros((), dtype=jnp.float64))
         assert out.dtype == jnp.float64 and float(out) == 0.1

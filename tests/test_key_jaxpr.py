@@ -96,6 +96,19 @@ def test_sub_jaxprs_are_keyed_by_value():
     assert _key(nested[0]) == _key(nested[1])
 
 
+def test_each_equations_context_is_keyed_by_its_settings():
+    # Newer JAX interns an equation's context; JAX 0.5.3 makes one per equation (with no
+    # `__eq__`), so it is keyed by its settings, and a changed setting is another program.
+    def f(x):
+        return x + 1.0
+
+    one, two = jax.make_jaxpr(f)(1.0), jax.make_jaxpr(f)(1.0)
+    assert _key(one) == _key(two)
+    with jax.threefry_partitionable(not jax.threefry_partitionable.value):
+        other = jax.make_jaxpr(f)(1.0)
+    assert _key(one) != _key(other)
+
+
 @pytest.mark.parametrize("obj", [1, "jaxpr", None, jnp.ones(2), lambda x: x])
 def test_anything_else_is_not_a_jaxpr(obj):
     assert _key(obj) is None

@@ -8,7 +8,9 @@ JAX runs from it:
 
 - each equation's primitive, its parameters (sub-jaxprs keyed here recursively, everything else
   with the caller's key function), its effects and its context (`JaxprEqnContext`: compute type,
-  mesh, PRNG partitioning, XLA metadata);
+  mesh, PRNG partitioning, XLA metadata), by the value of each setting: newer JAX interns
+  contexts (equal settings, one object), older JAX (0.5.3, measured) makes one per equation
+  and gives it no `__eq__`;
 - each variable by its position (the order it is bound in: constvars, invars, then each
   equation's outputs) and its abstract value; dropped outputs as such;
 - literals by their exact type and bits (through the key function) and abstract value;
@@ -100,7 +102,8 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
         )
         effects = key_of(frozenset(eqn.effects))
         outs = tuple(map(bind, eqn.outvars))
-        eqns.append((key_of(eqn.primitive), ins, params, effects, key_of(eqn.ctx), outs))
+        context = _context(eqn.ctx, key_of)
+        eqns.append((key_of(eqn.primitive), ins, params, effects, context, outs))
     outvars = tuple(map(use, jaxpr.outvars))
     return (
         "Jaxpr",
@@ -111,6 +114,36 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
         key_of(frozenset(jaxpr.effects)),
         key_of(getattr(jaxpr, "is_high", False)),
     )
+
+
+def _context(context: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+    # A `JaxprEqnContext` holds its settings in slots; one left unset is keyed as such. A context
+    # with a `__dict__` (state this does not know of) is keyed as it is, by the caller.
+    t = type(context)
+    if hasattr(context, "__dict__"):
+        return key_of(context)
+    names = []
+    for c in t.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    settings = tuple(
+        (name, _setting(getattr(context, name, _UNSET), key_of))
+        for name in names
+        if name != "__weakref__"
+    )
+    return (key_of(t), settings)
+
+
+_UNSET = object()
+
+
+def _setting(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+    if value is _UNSET:
+        return ("unset",)
+    if type(value) is dict:
+        # XLA metadata: JAX's own, never changed once the context holds it.
+        return ("dict", tuple((key_of(k), key_of(v)) for k, v in value.items()))
+    return key_of(value)
 
 
 def _var_type(var: Any, key_of: Callable[[Any], Hashable]) -> Hashable:

@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._compat import LEGACY_MODULE_AUX
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
 from . import _callables as c, _values as v
 from ._context import compound, Ctx, Handler, identity, key
@@ -76,6 +77,12 @@ _EXACT: dict[type, Handler] = {
     set: v.mutable,
     bytearray: v.mutable,
 }
+
+if LEGACY_MODULE_AUX is not None:
+    # Equinox < 0.13.3: a module's node data is a `_FlattenedData` (a dataclass, not frozen, so
+    # unhashable), made afresh per flatten: keyed by its fields, as the tuple newer Equinox gives
+    # is keyed by its items. Otherwise a treedef holding it is a new key per flatten.
+    _EXACT[LEGACY_MODULE_AUX] = v.frozen_dataclass
 
 
 def resolve(t: type) -> Handler:
