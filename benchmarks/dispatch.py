@@ -48,12 +48,14 @@ def _setups(depth: int, width: int) -> tuple[dict, int, int]:
 
     eqx_f = eqx.filter_jit(_vmapped)
     es_f = es.filter_jit(_vmapped)
-    # A second stable wrapper (of another function, so it has its own entries) whose entries
-    # check nothing: the difference is what the per-call `Watch` checks cost.
+    # A second stable wrapper (of another function, so it has its own entries) that checks no
+    # `Watch`, neither its entries' nor its function's own: the difference is what they cost.
     es_nocheck = es.filter_jit(lambda model, x: _vmapped(model, x))
     es_nocheck(mlp, x)
     for entry in es_nocheck._program.cache.entries.values():
         entry.watch = Watch()
+    es_nocheck._state.fun_watch = Watch()
+    es_nocheck._state.watching = False
     es_f(mlp, x)
     watched = sum(len(e.watch) for e in es_f._program.cache.entries.values())
     watched += len(es_f._state.fun_watch)
@@ -91,6 +93,7 @@ def _breakdown(depth: int, width: int, calls: int, repeats: int) -> None:
     dynamic = es_f._dynamic
     # `take` (the hit path's split, which reuses the flat list) is newer than `split`.
     take = getattr(entry, "take", entry.split)
+    same_data = entry.same_node_data
 
     def thread_local():
         previous = current.call
@@ -114,6 +117,7 @@ def _breakdown(depth: int, width: int, calls: int, repeats: int) -> None:
         "cache.lookup (types, treedef, statics, node data, watch)": lambda: program.cache.lookup(
             leaves, treedef
         ),
+        "  of which node data read and compared by identity": lambda: same_data(treedef, leaves),
         "entry.take (statics out of the flat list)": lambda: take(list(leaves)),
         "list(leaves) (the copy the line above needs)": lambda: list(leaves),
         "state.refresh (the function's own watch)": state.refresh,
