@@ -37,7 +37,7 @@ _EVENTS = {
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
     "/jax/core/compile/backend_compile_duration": "compile",
 }
-_seconds: collections.Counter = collections.Counter()
+_seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
 
 
 def _on_event(event: str, duration_secs: float, **kwargs: str | int) -> None:

@@ -26,19 +26,16 @@ _DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, built
 
 def fn_state(f: types.FunctionType) -> tuple:
     """Everything about a function that can be rebound in place after it was keyed."""
-    kwdefaults, closure, d = f.__kwdefaults__, f.__closure__, f.__dict__
-    if not (kwdefaults or closure or d):
-        # The usual function, checked on every call of a jitted one: no list to build.
-        return (f.__code__, f.__defaults__, kwdefaults)
-    state: list[Any] = [f.__code__, f.__defaults__, kwdefaults]
-    if kwdefaults:
-        state.extend(dict_state(kwdefaults))
-    if closure:
-        for cell in closure:
+    state: list[Any] = [f.__code__, f.__defaults__, f.__kwdefaults__]
+    if f.__kwdefaults__:
+        state.extend(dict_state(f.__kwdefaults__))
+    if f.__closure__:
+        for cell in f.__closure__:
             try:
                 state.append(cell.cell_contents)
             except ValueError:
                 state.append(_EMPTY)
+    d = f.__dict__
     if d:
         state.extend(dict_state(d))
     return tuple(state)
