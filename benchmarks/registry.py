@@ -13,7 +13,7 @@ import jax
 import optax
 
 import eqxstable as es
-from eqxstable._keys import compute_key
+from eqxstable._keys import compute
 
 
 try:
@@ -52,9 +52,9 @@ def main() -> None:
         ["intern(seen jax.jit(jnp.sin))", median_us(lambda: es.intern(seen_jit), 20_000)],
         ["intern(seen optax.adam) (no memo)", median_us(lambda: es.intern(seen_adam), 500)],
         ["stable_key(seen lambda)", median_us(lambda: es.stable_key(seen_activation), 20_000)],
-        ["key of a fresh lambda activation", median_us(lambda: compute_key(next(it_act)), 1_000)],
+        ["key of a fresh lambda activation", median_us(lambda: compute(next(it_act)), 1_000)],
         ["intern(fresh equivalent lambda)", median_us(lambda: es.intern(next(it_act)), 1_000)],
-        ["key of a fresh optax.adam(1e-3)", median_us(lambda: compute_key(next(it_adam)), 100)],
+        ["key of a fresh optax.adam(1e-3)", median_us(lambda: compute(next(it_adam)), 100)],
         ["intern(fresh optax.adam(1e-3))", median_us(lambda: es.intern(next(it_adam)), 100)],
     ]
     print(table([[name, f"{us:.2f}"] for name, us in rows], ["operation", "median us"]))

@@ -225,3 +225,56 @@ def test_static_callable_with_a_trace_counter_is_not_mutated():
         np.testing.assert_allclose(jitted(jnp.ones(1), activation), 2.0)
     assert calls == 1
     assert jitted.cache_info()[:2] == (3, 1)
+
+
+def _plain_factory():
+    # A fresh plain function (no closure, keyword defaults or attributes) per test, so that a
+    # change made to it cannot leak into another test.
+    def scaled(x, scale=2.0):
+        return x * scale
+
+    return scaled
+
+
+def _times_ten(x, scale=2.0):
+    return x * 10.0
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda f: setattr(f, "__defaults__", (5.0,)), 5.0),
+        (lambda f: setattr(f, "__code__", _times_ten.__code__), 10.0),
+        (lambda f: setattr(f, "note", "an attribute the trace could read"), 2.0),
+        (lambda f: setattr(f, "__kwdefaults__", {"unused": 3.0}), 2.0),
+    ],
+    ids=["defaults rebound", "code replaced", "attribute added", "keyword defaults set"],
+)
+def test_plain_jitted_function_changed_in_place_retraces(change, expected):
+    # The jitted function has no closure, keyword defaults or attributes: its watch is the
+    # inline check of `Watch.valid`, which must see each of these changes.
+    f = _plain_factory()
+    assert f.__closure__ is None and f.__kwdefaults__ is None and not f.__dict__
+    jitted = es.filter_jit(f)
+    x = jnp.ones(2)
+    np.testing.assert_allclose(jitted(x), 2.0)
+    np.testing.assert_allclose(jitted(x), 2.0)
+    change(f)
+    np.testing.assert_allclose(jitted(x), expected)
+    np.testing.assert_allclose(jitted(x), expected)
+    assert [m.kind for m in jitted.misses] == ["first", "mutated"]
+    assert "rebound after it was used" in jitted.misses[-1].reason
+    assert jitted.cache_info()[:2] == (2, 2)
+
+
+def test_plain_jitted_function_changed_to_an_equal_key_keeps_its_program():
+    # Empty keyword defaults where there were none: the inline check fails, the key is computed
+    # again, and it is the same key, so the program is kept.
+    f = _plain_factory()
+    jitted = es.filter_jit(f)
+    x = jnp.ones(2)
+    np.testing.assert_allclose(jitted(x), 2.0)
+    f.__kwdefaults__ = {}
+    np.testing.assert_allclose(jitted(x), 2.0)
+    assert [m.kind for m in jitted.misses] == ["first"]
+    assert jitted.cache_info()[:2] == (1, 1)

@@ -258,12 +258,16 @@ class _JitWrapper(Generic[_P, _T]):
         # `equinox.error_if` records, when traced, the stack up to the frame that holds this
         # local: an error's stack inside the jitted function.
         __equinox_jit_id__ = state.jit_id
-        program = state.refresh() if state.watching else state.program
+        program = state.program
+        # The function's own watch, checked here rather than through `refresh` (one frame less
+        # on every call); `refresh` handles whatever it finds.
+        if state.watching and (state.rebound is not None or not state.fun_watch.valid()):
+            program = state.refresh()
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
         entry = program.cache.lookup(leaves, treedef)
-        donated, kept = entry.split(leaves)
+        donated, kept = entry.take(leaves)
         call = Call(program, self, args, kwargs, entry, False)
         previous = current.call
         current.call = call

@@ -15,7 +15,7 @@ from ._context import compound, Ctx, identity, key, recall
 from ._origin import library_code, library_module
 from ._types import FunctionKey, Identity, Namespace
 from ._values import dict_state, extra_attrs
-from ._watch import MISSING
+from ._watch import MISSING, plain_fn_state
 
 
 PjitFunction = type(jax.jit(lambda: None))
@@ -92,7 +92,10 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     code = f.__code__
     library = library_code(code)
     if not library:
-        ctx.states.append((f, fn_state, fn_state(f)))
+        # Most functions have no closure, keyword defaults or attributes: a cheaper check.
+        plain = f.__kwdefaults__ is None and not f.__closure__ and not f.__dict__
+        state_fn = plain_fn_state if plain else fn_state
+        ctx.states.append((f, state_fn, state_fn(f)))
     cells = _cells(f, ctx, library)
     kwdefaults = f.__kwdefaults__
     globals_read: tuple = ()

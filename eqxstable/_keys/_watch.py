@@ -25,6 +25,16 @@ Name = tuple[Any, str, Any]
 Blob = tuple[Any, bytes]
 
 
+def plain_fn_state(f: Any) -> tuple:
+    """The state of a function that had no closure, keyword defaults or attributes when it was
+    keyed (what `fn_state` gives then): its code and defaults. Keyword defaults or attributes
+    added since give a longer tuple, which matches no such state. `Watch.valid` checks these
+    inline, as they are the functions every jitted call looks at."""
+    if f.__kwdefaults__ is not None or f.__dict__:
+        return (f.__code__, f.__defaults__, f.__kwdefaults__, f.__dict__)
+    return (f.__code__, f.__defaults__, None)
+
+
 def _weak(x: Any) -> Any:
     try:
         return weakref.ref(x) if type(x).__weakrefoffset__ else x
@@ -67,6 +77,16 @@ class Watch:
     def valid(self) -> bool:
         """Whether everything watched is as it was (the hit path: identity checks only)."""
         for obj, state_fn, state in self.states:
+            if state_fn is plain_fn_state:
+                # `plain_fn_state(obj) == state` by identity, without the call and the tuple.
+                if (
+                    obj.__code__ is not state[0]
+                    or obj.__defaults__ is not state[1]
+                    or obj.__kwdefaults__ is not None
+                    or obj.__dict__
+                ):
+                    return False
+                continue
             now = state_fn(obj)
             if len(now) != len(state) or not all(map(_is, now, state)):
                 return False
