@@ -1,0 +1,370 @@
+"""The differential harness: one situation, one way of using eqxstable, checked against Python.
+
+A *situation* is a function `situation(h)` that builds objects, calls `h.call(obj, *args)`,
+changes something (a global, a closure cell, a list in place, a reloaded module...) and calls
+again. Each `h.call` computes
+
+- the **expected** answer: `apply(obj, *args)` in plain Python, no jit;
+- a **fresh** answer: `equinox.filter_jit` of a brand-new function closing over the current
+  objects, so it is traced now. It must agree with the expected one, or the situation itself is
+  wrong (`IllPosed`). It is computed under `jit_arg` at every step, and under every mode at a
+  step whose answer is wrong, so that each failure is confirmed by a fresh trace;
+- under `stable` and `intern`, the **baseline**: a plain `equinox.filter_jit` wrapper kept for
+  the whole situation, called with the objects themselves (what a user gets without eqxstable);
+- the answer of the **mode** under test:
+  - `jit_arg`: one `es.filter_jit(apply)` for the whole situation, the objects as arguments;
+  - `jit_wrap`: `es.filter_jit(obj)` (or of `Partial(apply, obj)`), one wrapper per object;
+  - `stable`: the objects in an `es.StableModule`, one per object, plus plain `eqx.filter_jit`;
+  - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`;
+  - `eqx` (only for the table, `python -m tests.differential.table`): the baseline alone.
+
+The mode must give the expected answer, values and dtype. For `stable` and `intern` a step at
+which the baseline itself is wrong (or crashes) is not held against eqxstable: `intern` promises
+never to change behaviour, not to fix Equinox. A recompile is never a failure.
+"""
+
+import contextlib
+import dataclasses
+import functools as ft
+import gc
+import importlib
+import signal
+import sys
+import tempfile
+import textwrap
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+
+import eqxstable as es
+
+
+MODES = ("jit_arg", "jit_wrap", "stable", "intern")
+ALL_MODES = ("eqx", *MODES)
+
+# A hang (a cyclic `__wrapped__`, a deep structure) must fail the test, not stall the suite.
+_CALL_SECONDS = 30.0
+
+
+def call_obj(obj: Any, *args: Any) -> Any:
+    """The default `apply`: call the object."""
+    return obj(*args)
+
+
+class PlainBox(eqx.Module):
+    """A plain Equinox module holding a value as a static field."""
+
+    obj: Any = eqx.field(static=True)
+
+
+class StableBox(es.StableModule):
+    """The same, as a `StableModule`."""
+
+    obj: Any = eqx.field(static=True)
+
+
+class StableHolder(es.StableModule):
+    """A `StableModule` holding a pytree (arrays traced, other leaves static)."""
+
+    obj: Any
+
+
+class IllPosed(AssertionError):
+    """The situation itself is wrong: eager Python and a fresh `eqx.filter_jit` disagree."""
+
+
+@dataclasses.dataclass
+class Step:
+    index: int
+    label: str
+    verdict: str  # "ok", "wrong", "crash", "inherited"
+    detail: str = ""
+    baseline_ok: bool | None = None  # None: the baseline crashed.
+
+
+class _CallTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise _CallTimeout(f"no answer after {seconds} s (a hang)")
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _describe(tree: Any) -> str:
+    try:
+        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree))
+    except Exception as e:  # noqa: BLE001
+        return f"<unprintable: {type(e).__name__}>"
+
+
+def same(a: Any, b: Any) -> bool:
+    """Same pytree structure, and leaf by leaf the same shape, dtype and (close) values."""
+    leaves_a, tree_a = jtu.tree_flatten(a)
+    leaves_b, tree_b = jtu.tree_flatten(b)
+    if tree_a != tree_b:
+        return False
+    for x, y in zip(leaves_a, leaves_b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype.kind in "fc":
+            if not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+def _is_leaf_object(obj: Any) -> bool:
+    return jtu.treedef_is_leaf(jtu.tree_structure(obj))
+
+
+def _intern_tree(obj: Any, box: bool) -> Any:
+    if box or _is_leaf_object(obj):
+        return es.intern(obj)
+    return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
+
+
+class _ByIdentity:
+    """A small map keyed by object identity that keeps its keys alive (no `id()` reuse)."""
+
+    def __init__(self):
+        self._items: list[tuple[Any, Any]] = []
+
+    def get(self, obj: Any, make: Callable[[], Any]) -> Any:
+        for key, value in self._items:
+            if key is obj:
+                return value
+        value = make()
+        self._items.append((obj, value))
+        return value
+
+
+class Harness:
+    """What a situation calls: `h.call(...)`, plus helpers for module-level code and files."""
+
+    def __init__(self, mode: str, tmp: Path):
+        assert mode in ALL_MODES
+        self.mode = mode
+        self.tmp = tmp
+        self.steps: list[Step] = []
+        self.expected: list[Any] = []
+        # Set to False by a situation whose answers are equal on purpose (robustness cases).
+        self.expect_distinct = True
+        self._baseline: dict[tuple[int, bool], Callable] = {}
+        self._mode_fns: dict[tuple[int, bool], Callable] = {}
+        self._wrappers = _ByIdentity()
+        self._holders = _ByIdentity()
+        self._interned = _ByIdentity()
+        self._keep: list[Any] = []
+
+    # Calls.
+
+    def _per_apply(self, table: dict, apply: Callable, box: bool, make: Callable) -> Callable:
+        self._keep.append(apply)
+        key = (id(apply), box)
+        if key not in table:
+            if box:
+                table[key] = make(lambda b, *a: apply(b.obj, *a))
+            else:
+                table[key] = make(lambda o, *a: apply(o, *a))
+        return table[key]
+
+    def _run_mode(self, obj: Any, args: tuple, apply: Callable, box: bool) -> Any:
+        if self.mode == "eqx":
+            fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
+            return fn(PlainBox(obj) if box else obj, *args)
+        if self.mode == "jit_arg":
+            fn = self._per_apply(self._mode_fns, apply, box, es.filter_jit)
+            return fn(PlainBox(obj) if box else obj, *args)
+        if self.mode == "jit_wrap":
+
+            def make():
+                if apply is call_obj:
+                    return es.filter_jit(obj)
+                return es.filter_jit(ft.partial(apply, obj) if box else jtu.Partial(apply, obj))
+
+            return self._wrappers.get(obj, make)(*args)
+        if self.mode == "stable":
+            # The holder is passed whole: plain Equinox sees the `StableModule` itself.
+            fn = self._per_apply(self._mode_fns, apply, True, eqx.filter_jit)
+            holder = self._holders.get(obj, lambda: (StableBox if box else StableHolder)(obj))
+            return fn(holder, *args)
+        fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
+        rep = self._interned.get(obj, lambda: _intern_tree(obj, box))
+        return fn(PlainBox(rep) if box else rep, *args)
+
+    def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
+             label: str = "") -> Any:
+        """Runs one step: the expected answer, the fresh and baseline ones, and the mode's.
+
+        **Arguments:**
+
+        - `obj`: the static object(s) under attack (a callable, a module, a value...).
+        - `*args`: arrays, traced.
+        - `apply`: `apply(obj, *args)` computes the answer; define it once per situation.
+        - `box`: pass `obj` inside a static field instead of as a pytree.
+
+        **Returns:** the expected (eager) answer.
+        """
+        index = len(self.steps)
+        label = label or f"step {index}"
+        expected = apply(obj, *args)
+        if self.mode == "jit_arg":
+            # Once per situation is enough to check the situation itself (see `_confirm`).
+            self._confirm(obj, args, apply, expected, label)
+        self.expected.append(expected)
+        baseline_ok: bool | None = None
+        if self.mode in ("stable", "intern"):
+            # Called at every step, so that its cache holds what a user's wrapper would hold.
+            try:
+                base_fn = self._per_apply(self._baseline, apply, box, eqx.filter_jit)
+                baseline_ok = same(base_fn(PlainBox(obj) if box else obj, *args), expected)
+            except Exception:  # noqa: BLE001
+                baseline_ok = None
+        try:
+            with _deadline(_CALL_SECONDS):
+                got = self._run_mode(obj, args, apply, box)
+        except Exception as e:  # noqa: BLE001
+            verdict = "inherited" if self._excused(baseline_ok) and baseline_ok is None else "crash"
+            detail = f"{type(e).__name__}: {str(e)[:300]}"
+            self.steps.append(Step(index, label, verdict, detail, baseline_ok))
+            return expected
+        if same(got, expected):
+            verdict = "ok"
+        else:
+            # A wrong answer is only held against eqxstable once a fresh trace confirms it.
+            self._confirm(obj, args, apply, expected, label)
+            verdict = "inherited" if self._excused(baseline_ok) else "wrong"
+        detail = f"got {_describe(got)}, expected {_describe(expected)}"
+        self.steps.append(Step(index, label, verdict, detail, baseline_ok))
+        return expected
+
+    def _confirm(self, obj: Any, args: tuple, apply: Callable, expected: Any, label: str) -> None:
+        # A brand-new function, so a brand-new trace of the objects as they are now.
+        fresh = eqx.filter_jit(lambda *a: apply(obj, *a))(*args)
+        if not same(expected, fresh):
+            raise IllPosed(
+                f"{label}: eager {_describe(expected)} but a fresh eqx.filter_jit gives "
+                f"{_describe(fresh)}"
+            )
+
+    def _excused(self, baseline_ok: bool | None) -> bool:
+        # Under plain `eqx.filter_jit` the user gets what Equinox gives; eqxstable's promise for
+        # `stable` and `intern` is not to make it worse.
+        return self.mode in ("stable", "intern") and baseline_ok is not True
+
+    # Module-level code and user modules.
+
+    def module(self, source: str, namespace: dict[str, Any] | None = None,
+               filename: str = "<situation>", **names: Any) -> dict[str, Any]:
+        """Executes `source` at module level in a namespace dict (a script or notebook cell);
+        `h`, `jax`, `jnp`, `np`, `eqx` and `ft` are defined there. Returns the namespace."""
+        ns = namespace if namespace is not None else {"__name__": "__main__"}
+        ns.update(h=self, jax=jax, jnp=jnp, np=np, eqx=eqx, ft=ft, **names)
+        exec(compile(textwrap.dedent(source), filename, "exec"), ns)
+        return ns
+
+    def write_module(self, source: str) -> Any:
+        """Writes `source` to a new module file under the temporary directory and imports it."""
+        name = f"diffmod_{uuid.uuid4().hex[:12]}"
+        (self.tmp / f"{name}.py").write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
+
+    def rewrite_module(self, module: Any, source: str) -> Any:
+        """Rewrites the module's file and `importlib.reload`s it."""
+        Path(module.__file__).write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        return importlib.reload(module)
+
+
+@dataclasses.dataclass
+class Outcome:
+    steps: list[Step]
+
+    @property
+    def status(self) -> str:
+        verdicts = {s.verdict for s in self.steps}
+        if "crash" in verdicts:
+            return "CRASH"
+        if "wrong" in verdicts:
+            return "WRONG"
+        return "pass"
+
+    @property
+    def baseline_wrong(self) -> bool:
+        return any(s.baseline_ok is False for s in self.steps)
+
+    def report(self) -> str:
+        return "\n".join(
+            f"  {s.label}: {s.verdict} ({s.detail})" for s in self.steps if s.verdict != "ok"
+        )
+
+
+def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
+    """Runs a situation under one mode, in a fresh temporary directory on `sys.path`, with
+    eqxstable's caches cleared first (so the result does not depend on what ran before)."""
+    es.clear_caches()
+    gc.collect()
+    with tempfile.TemporaryDirectory() as tmp:
+        old_path, old_bytecode = list(sys.path), sys.dont_write_bytecode
+        old_modules = set(sys.modules)
+        # A file rewritten within the same second keeps its size and mtime: no stale `.pyc`.
+        sys.dont_write_bytecode = True
+        sys.path.insert(0, tmp)
+        h = Harness(mode, Path(tmp))
+        try:
+            situation(h)
+        finally:
+            sys.path[:] = old_path
+            sys.dont_write_bytecode = old_bytecode
+            for name in set(sys.modules) - old_modules:
+                if name.startswith("diffmod_"):
+                    del sys.modules[name]
+    if h.expect_distinct:
+        firsts = h.expected[0], h.expected[1:]
+        assert any(not same(firsts[0], e) for e in firsts[1]), (
+            "the situation cannot tell a stale answer from a right one: every step's expected "
+            "answer is the same"
+        )
+    return Outcome(h.steps)
+
+
+def check(situation: Callable[[Harness], None], mode: str) -> None:
+    """Runs a situation under one mode and fails on any wrong answer or crash."""
+    outcome = run(situation, mode)
+    if outcome.status != "pass":
+        raise AssertionError(
+            f"{situation.__name__} under {mode}: {outcome.status}\n{outcome.report()}"
+        )
+
+
+class Situations(list):
+    """A list of situations, filled by the `@SITUATIONS.add` decorator."""
+
+    def add(self, fn: Callable[[Harness], None]) -> Callable[[Harness], None]:
+        self.append(fn)
+        return fn
