@@ -7,8 +7,8 @@ again. Each `h.call` computes
 - the **expected** answer: `apply(obj, *args)` in plain Python, no jit;
 - a **fresh** answer: `equinox.filter_jit` of a brand-new function closing over the current
   objects, so it is traced now. It must agree with the expected one, or the situation itself is
-  wrong (`IllPosed`). It is computed under `jit_arg` at every step, and under every mode at a
-  step whose answer is wrong, so that each failure is confirmed by a fresh trace;
+  wrong (`IllPosed`). It is computed at every step whose answer is wrong, so that each failure
+  is confirmed by a fresh trace, and at every step when the table is made;
 - under `stable` and `intern`, the **baseline**: a plain `equinox.filter_jit` wrapper kept for
   the whole situation, called with the objects themselves (what a user gets without eqxstable);
 - the answer of the **mode** under test:
@@ -28,6 +28,7 @@ import dataclasses
 import functools as ft
 import gc
 import importlib
+import os
 import signal
 import sys
 import tempfile
@@ -49,6 +50,10 @@ import eqxstable as es
 
 MODES = ("jit_arg", "jit_wrap", "stable", "intern")
 ALL_MODES = ("eqx", *MODES)
+
+# Set by `tests/differential/table.py`: check every step of every situation against a fresh
+# trace, not only the wrong ones (the suite skips it to stay fast).
+CONFIRM_EVERY_STEP = os.environ.get("EQXSTABLE_DIFFERENTIAL_CONFIRM") == "1"
 
 # A hang (a cyclic `__wrapped__`, a deep structure) must fail the test, not stall the suite.
 _CALL_SECONDS = 30.0
@@ -232,8 +237,7 @@ class Harness:
         index = len(self.steps)
         label = label or f"step {index}"
         expected = apply(obj, *args)
-        if self.mode == "jit_arg":
-            # Once per situation is enough to check the situation itself (see `_confirm`).
+        if CONFIRM_EVERY_STEP:
             self._confirm(obj, args, apply, expected, label)
         self.expected.append(expected)
         baseline_ok: bool | None = None

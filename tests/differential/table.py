@@ -5,12 +5,16 @@ Run from the repository root: `python -m tests.differential.table [substring]`.
 """
 
 import importlib
+import os
 import pkgutil
 import sys
 import time
 from pathlib import Path
 
-from .harness import ALL_MODES, IllPosed, run
+# Every step of every situation is checked against a fresh trace, not only the wrong ones.
+os.environ["EQXSTABLE_DIFFERENTIAL_CONFIRM"] = "1"
+
+from .harness import ALL_MODES, IllPosed, run  # noqa: E402
 
 
 def situations() -> list:
