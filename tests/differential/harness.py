@@ -35,6 +35,7 @@ import tempfile
 import textwrap
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,13 @@ class PlainBox(eqx.Module):
     """A plain Equinox module holding a value as a static field."""
 
     obj: Any = eqx.field(static=True)
+
+
+def _plain_box(obj: Any) -> PlainBox:
+    with warnings.catch_warnings():
+        # Equinox warns when a NumPy value is static; the situations put it there on purpose.
+        warnings.filterwarnings("ignore", "A JAX array is being set as static")
+        return PlainBox(obj)
 
 
 class StableBox(es.StableModule):
@@ -119,7 +127,8 @@ def _deadline(seconds: float) -> Iterator[None]:
 
 def _describe(tree: Any) -> str:
     try:
-        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree))
+        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)),
+                                 tree))
     except Exception as e:  # noqa: BLE001
         return f"<unprintable: {type(e).__name__}>"
 
@@ -150,6 +159,10 @@ def _intern_tree(obj: Any, box: bool) -> Any:
     if box or _is_leaf_object(obj):
         return es.intern(obj)
     return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
+
+
+def _unreachable() -> Any:
+    raise AssertionError("the mode's call made this object's replacement already")
 
 
 class _ByIdentity:
@@ -200,10 +213,10 @@ class Harness:
     def _run_mode(self, obj: Any, args: tuple, apply: Callable, box: bool) -> Any:
         if self.mode == "eqx":
             fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
-            return fn(PlainBox(obj) if box else obj, *args)
+            return fn(_plain_box(obj) if box else obj, *args)
         if self.mode == "jit_arg":
             fn = self._per_apply(self._mode_fns, apply, box, es.filter_jit)
-            return fn(PlainBox(obj) if box else obj, *args)
+            return fn(_plain_box(obj) if box else obj, *args)
         if self.mode == "jit_wrap":
 
             def make():
@@ -219,7 +232,7 @@ class Harness:
             return fn(holder, *args)
         fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
         rep = self._interned.get(obj, lambda: _intern_tree(obj, box))
-        return fn(PlainBox(rep) if box else rep, *args)
+        return fn(_plain_box(rep) if box else rep, *args)
 
     def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
              label: str = "") -> Any:
@@ -245,7 +258,7 @@ class Harness:
             # Called at every step, so that its cache holds what a user's wrapper would hold.
             try:
                 base_fn = self._per_apply(self._baseline, apply, box, eqx.filter_jit)
-                baseline_ok = same(base_fn(PlainBox(obj) if box else obj, *args), expected)
+                baseline_ok = same(base_fn(_plain_box(obj) if box else obj, *args), expected)
             except Exception:  # noqa: BLE001
                 baseline_ok = None
         try:
@@ -256,6 +269,11 @@ class Harness:
             detail = f"{type(e).__name__}: {str(e)[:300]}"
             self.steps.append(Step(index, label, verdict, detail, baseline_ok))
             return expected
+        changed = self._changed_without_jit(obj, args, apply, expected)
+        if changed:
+            # `intern` and `StableModule` must never change behaviour, jit or no jit.
+            self.steps.append(Step(index, label, "wrong", changed, baseline_ok))
+            return expected
         if same(got, expected):
             verdict = "ok"
         else:
@@ -265,6 +283,22 @@ class Harness:
         detail = f"got {_describe(got)}, expected {_describe(expected)}"
         self.steps.append(Step(index, label, verdict, detail, baseline_ok))
         return expected
+
+    def _changed_without_jit(self, obj: Any, args: tuple, apply: Callable, expected: Any) -> str:
+        if self.mode == "stable":
+            replacement = self._holders.get(obj, _unreachable).obj
+        elif self.mode == "intern":
+            replacement = self._interned.get(obj, _unreachable)
+        else:
+            return ""
+        try:
+            eager = apply(replacement, *args)
+        except Exception as e:  # noqa: BLE001
+            return f"without jit, the {self.mode} replacement raises {type(e).__name__}: {e}"
+        if same(eager, expected):
+            return ""
+        return (f"without jit, the {self.mode} replacement gives {_describe(eager)}, the "
+                f"original {_describe(expected)}")
 
     def _confirm(self, obj: Any, args: tuple, apply: Callable, expected: Any, label: str) -> None:
         # A brand-new function, so a brand-new trace of the objects as they are now.

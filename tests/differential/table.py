@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+
 # Every step of every situation is checked against a fresh trace, not only the wrong ones.
 os.environ["EQXSTABLE_DIFFERENTIAL_CONFIRM"] = "1"
 
