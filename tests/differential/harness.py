@@ -34,6 +34,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -57,7 +58,7 @@ ALL_MODES = ("eqx", *MODES)
 CONFIRM_EVERY_STEP = os.environ.get("EQXSTABLE_DIFFERENTIAL_CONFIRM") == "1"
 
 # A hang (a cyclic `__wrapped__`, a deep structure) must fail the test, not stall the suite.
-_CALL_SECONDS = 30.0
+_CALL_SECONDS = 6.0
 
 
 def call_obj(obj: Any, *args: Any) -> Any:
@@ -71,11 +72,18 @@ class PlainBox(eqx.Module):
     obj: Any = eqx.field(static=True)
 
 
+class _NotApplicable(Exception):
+    """Equinox itself refuses the object in a module field: nothing of eqxstable's to test."""
+
+
 def _plain_box(obj: Any) -> PlainBox:
     with warnings.catch_warnings():
         # Equinox warns when a NumPy value is static; the situations put it there on purpose.
         warnings.filterwarnings("ignore", "A JAX array is being set as static")
-        return PlainBox(obj)
+        try:
+            return PlainBox(obj)
+        except Exception as e:  # noqa: BLE001
+            raise _NotApplicable(f"{type(e).__name__}: {e}") from e
 
 
 class StableBox(es.StableModule):
@@ -98,13 +106,17 @@ class IllPosed(AssertionError):
 class Step:
     index: int
     label: str
-    verdict: str  # "ok", "wrong", "crash", "inherited"
+    verdict: str  # "ok", "wrong", "crash", "inherited", "n/a"
     detail: str = ""
     baseline_ok: bool | None = None  # None: the baseline crashed.
 
 
-class _CallTimeout(Exception):
-    pass
+class _CallTimeout(BaseException):
+    """A `BaseException`, so that no `except Exception` fallback on the way swallows it."""
+
+
+class _Abandon(Exception):
+    """Stops a situation after a hang."""
 
 
 @contextlib.contextmanager
@@ -117,7 +129,8 @@ def _deadline(seconds: float) -> Iterator[None]:
         raise _CallTimeout(f"no answer after {seconds} s (a hang)")
 
     old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # Fires again every second, in case a bare `except:` on the way swallows the first one.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
         yield
     finally:
@@ -159,6 +172,16 @@ def _intern_tree(obj: Any, box: bool) -> Any:
     if box or _is_leaf_object(obj):
         return es.intern(obj)
     return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
+
+
+def _where(e: BaseException) -> str:
+    """The deepest frame of the traceback in eqxstable or Equinox: whose crash it is."""
+    where = "?"
+    for frame in traceback.extract_tb(e.__traceback__):
+        for package in ("eqxstable", "equinox"):
+            if f"/{package}/" in frame.filename:
+                where = f"{package}/{frame.filename.split(f'/{package}/')[-1]}:{frame.lineno}"
+    return where
 
 
 def _unreachable() -> Any:
@@ -262,12 +285,22 @@ class Harness:
             except Exception:  # noqa: BLE001
                 baseline_ok = None
         try:
-            with _deadline(_CALL_SECONDS):
+            with _deadline(_CALL_SECONDS), warnings.catch_warnings():
+                # The documented warning for a class with `__hash__` but no `__eq__`; the suite
+                # turns warnings into errors, and it is no wrong answer.
+                warnings.simplefilter("ignore", es.StabilityWarning)
                 got = self._run_mode(obj, args, apply, box)
-        except Exception as e:  # noqa: BLE001
-            verdict = "inherited" if self._excused(baseline_ok) and baseline_ok is None else "crash"
-            detail = f"{type(e).__name__}: {str(e)[:300]}"
+        except (Exception, _CallTimeout) as e:  # noqa: BLE001
+            if isinstance(e, _NotApplicable):
+                verdict = "n/a"
+            elif self._excused(baseline_ok) and baseline_ok is None:
+                verdict = "inherited"
+            else:
+                verdict = "crash"
+            detail = f"{type(e).__name__} at {_where(e)}: {str(e)[:300]}"
             self.steps.append(Step(index, label, verdict, detail, baseline_ok))
+            if isinstance(e, _CallTimeout):
+                raise _Abandon from e  # One hang is enough; the next steps would hang too.
             return expected
         changed = self._changed_without_jit(obj, args, apply, expected)
         if changed:
@@ -376,6 +409,8 @@ def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
         h = Harness(mode, Path(tmp))
         try:
             situation(h)
+        except _Abandon:
+            h.expect_distinct = False
         finally:
             sys.path[:] = old_path
             sys.dont_write_bytecode = old_bytecode
