@@ -26,7 +26,6 @@ never to change behaviour, not to fix Equinox. A recompile is never a failure.
 import contextlib
 import dataclasses
 import functools as ft
-import gc
 import importlib
 import os
 import signal
@@ -400,8 +399,9 @@ class Outcome:
 def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
     """Runs a situation under one mode, in a fresh temporary directory on `sys.path`, with
     eqxstable's caches cleared first (so the result does not depend on what ran before)."""
+    # No `gc.collect()` here (it costs more than the situation); the situations where identity
+    # reuse matters collect themselves.
     es.clear_caches()
-    gc.collect()
     with tempfile.TemporaryDirectory() as tmp:
         old_path, old_bytecode = list(sys.path), sys.dont_write_bytecode
         old_modules = set(sys.modules)

@@ -3,6 +3,7 @@ state changes between calls (attributes, `__slots__`, properties, `__class__`, t
 
 import dataclasses
 import functools as ft
+import gc
 import types
 import warnings
 
@@ -27,6 +28,14 @@ class Obj:
 
     def __call__(self, x):
         return x + self.k
+
+
+def _by_k(c, x):
+    return x * c.k
+
+
+def _first_item(c, x):
+    return x * c[0]
 
 
 def _mul(x, s):
@@ -56,6 +65,22 @@ def bound_methods_of_equal_instances_one_mutated(h):
     o1.k = 5.0
     h.call(o2.scale, jnp.ones(3))
     h.call(o1.scale, jnp.ones(3))
+
+
+@SITUATIONS.add
+def identity_reused_after_gc(h):
+    """Each object dies before the next is made, so the next one often gets the same `id()`: an
+    identity key must never match it."""
+    for k in (2.0, 3.0, 4.0, 5.0):
+        o = Obj(k)
+        h.call(o, jnp.ones(2), apply=_by_k)
+        del o
+        gc.collect()
+    for k in (6.0, 7.0):
+        s = [k]
+        h.call(s, jnp.ones(2), apply=_first_item, box=True)
+        del s
+        gc.collect()
 
 
 @SITUATIONS.add
