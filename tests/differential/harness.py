@@ -18,9 +18,18 @@ again. Each `h.call` computes
   - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`;
   - `eqx` (only for the table, `python -m tests.differential.table`): the baseline alone.
 
-The mode must give the expected answer, values and dtype. For `stable` and `intern` a step at
-which the baseline itself is wrong (or crashes) is not held against eqxstable: `intern` promises
-never to change behaviour, not to fix Equinox. A recompile is never a failure.
+The mode must give the expected answer, values and dtype (verdict `wrong` otherwise), and must
+not raise or hang (`crash`; a call is given a few seconds). Under `stable` and `intern` the
+replacement object (the holder's field, the representative) must also give the expected answer
+*without* jit: `intern` never changes behaviour. A step at which the baseline itself is wrong (or
+both crash) is `inherited`, not held against eqxstable: `intern` promises not to make plain
+Equinox worse, not to fix it. A step where Equinox refuses the harness's own module around the
+object is `n/a`. A recompile is never a failure.
+
+Each situation runs with eqxstable's caches cleared and a temporary directory on `sys.path`
+(`h.write_module`); its module-level code runs in a namespace dict (`h.module`), so loop variables
+there are real globals. `h.expect_distinct` (on by default) checks that the expected answers
+differ between steps, so that a stale answer could not pass unnoticed.
 """
 
 import contextlib
