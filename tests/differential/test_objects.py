@@ -83,6 +83,39 @@ def identity_reused_after_gc(h):
         gc.collect()
 
 
+class AlwaysEqual:
+    """A user's callable whose `==` says every instance is the same."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0
+
+    def __call__(self, x):
+        return x * self.k
+
+
+@SITUATIONS.add
+def user_callable_whose_eq_is_always_true(h):
+    for k in (2.0, 3.0):
+        h.call(AlwaysEqual(k), jnp.ones(2))
+
+
+@SITUATIONS.add
+def jtu_partial_whose_function_reads_a_global(h):
+    h.module("""
+    def scaled(x, y):
+        return x * y * K
+
+    for K in (2.0, 3.0):
+        h.call(jtu.Partial(scaled, 1.0), jnp.ones(2))
+    """, jtu=jtu)
+
+
 @SITUATIONS.add
 def callable_object_state_changed(h):
     o = Obj(1.0)

@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import eqxstable as es
+
 from .harness import check, MODES, Situations
 
 
@@ -196,6 +198,20 @@ def self_referencing_dict_through_a_closure(h):
     h.call(f, jnp.ones(2))
     d["k"] = 3.0
     h.call(f, jnp.ones(2))
+
+
+def test_miss_reasons_of_a_static_whose_repr_raises():
+    """The miss message names old and new values: it must not call a raising `__repr__`."""
+    es.clear_caches()
+    run = es.filter_jit(_by_k, on_recompile="warn")
+    x = jnp.ones(2)
+    run(ReprRaises(2.0), x)
+    with pytest.warns(es.RecompileWarning):
+        out = run(ReprRaises(3.0), x)
+    np.testing.assert_allclose(out, 3.0 * np.ones(2))
+    assert len(run.misses) == 2
+    assert isinstance(run.misses[-1].reason, str) and run.misses[-1].reason
+    assert isinstance(run.explain(), str)
 
 
 @pytest.mark.parametrize("mode", MODES)
