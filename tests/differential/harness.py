@@ -361,7 +361,7 @@ class Harness:
                filename: str = "<situation>", **names: Any) -> dict[str, Any]:
         """Executes `source` at module level in a namespace dict (a script or notebook cell);
         `h`, `jax`, `jnp`, `np`, `eqx` and `ft` are defined there. Returns the namespace."""
-        ns = namespace if namespace is not None else {"__name__": "__main__"}
+        ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__"}
         ns.update(h=self, jax=jax, jnp=jnp, np=np, eqx=eqx, ft=ft, **names)
         exec(compile(textwrap.dedent(source), filename, "exec"), ns)
         return ns

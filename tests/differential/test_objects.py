@@ -386,7 +386,7 @@ def partial_keyword_order(h):
 def partial_setstate_changes_its_function(h):
     p = ft.partial(_mul, s=2.0)
     h.call(p, jnp.ones(2))
-    p.__setstate__((lambda x, s: x - s, (), {"s": 2.0}, None))
+    p.__setstate__((lambda x, s: x - s, (), {"s": 2.0}, None))  # pyright: ignore
     h.call(p, jnp.ones(2))
 
 

@@ -2,6 +2,7 @@
 modules holding lambdas that a sweep changes (diffrax-, optimistix- and MLP-like code)."""
 
 import functools as ft
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -186,7 +187,7 @@ def optax_rebuilt_each_epoch_from_a_config_object(h):
 
 
 class Net(eqx.Module):
-    fn: object
+    fn: Callable
 
     def __call__(self, x):
         return self.fn(x)
