@@ -32,20 +32,16 @@ there are real globals. `h.expect_distinct` (on by default) checks that the expe
 differ between steps, so that a stale answer could not pass unnoticed.
 """
 
-import contextlib
 import dataclasses
 import functools as ft
 import importlib
 import os
-import signal
 import sys
 import tempfile
 import textwrap
-import threading
-import traceback
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +53,8 @@ import numpy as np
 
 import eqxstable as es
 
+from .answers import CALL_SECONDS, CallTimeout, deadline, describe, same, where
+
 
 MODES = ("jit_arg", "jit_wrap", "stable", "intern")
 ALL_MODES = ("eqx", *MODES)
@@ -64,10 +62,6 @@ ALL_MODES = ("eqx", *MODES)
 # Set by `tests/differential/table.py`: check every step of every situation against a fresh
 # trace, not only the wrong ones (the suite skips it to stay fast).
 CONFIRM_EVERY_STEP = os.environ.get("EQXSTABLE_DIFFERENTIAL_CONFIRM") == "1"
-
-# A hang (a cyclic `__wrapped__`, a deep structure) must fail the test, not stall the suite.
-_CALL_SECONDS = 6.0
-
 
 def call_obj(obj: Any, *args: Any) -> Any:
     """The default `apply`: call the object."""
@@ -119,57 +113,8 @@ class Step:
     baseline_ok: bool | None = None  # None: the baseline crashed.
 
 
-class _CallTimeout(BaseException):
-    """A `BaseException`, so that no `except Exception` fallback on the way swallows it."""
-
-
 class _Abandon(Exception):
     """Stops a situation after a hang."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise _CallTimeout(f"no answer after {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    # Fires again every second, in case a bare `except:` on the way swallows the first one.
-    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def _describe(tree: Any) -> str:
-    try:
-        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)),
-                                 tree))
-    except Exception as e:  # noqa: BLE001
-        return f"<unprintable: {type(e).__name__}>"
-
-
-def same(a: Any, b: Any) -> bool:
-    """Same pytree structure, and leaf by leaf the same shape, dtype and (close) values."""
-    leaves_a, tree_a = jtu.tree_flatten(a)
-    leaves_b, tree_b = jtu.tree_flatten(b)
-    if tree_a != tree_b:
-        return False
-    for x, y in zip(leaves_a, leaves_b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if x.dtype.kind in "fc":
-            if not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
-                return False
-        elif not np.array_equal(x, y):
-            return False
-    return True
 
 
 def _is_leaf_object(obj: Any) -> bool:
@@ -180,16 +125,6 @@ def _intern_tree(obj: Any, box: bool) -> Any:
     if box or _is_leaf_object(obj):
         return es.intern(obj)
     return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
-
-
-def _where(e: BaseException) -> str:
-    """The deepest frame of the traceback in eqxstable or Equinox: whose crash it is."""
-    where = "?"
-    for frame in traceback.extract_tb(e.__traceback__):
-        for package in ("eqxstable", "equinox"):
-            if f"/{package}/" in frame.filename:
-                where = f"{package}/{frame.filename.split(f'/{package}/')[-1]}:{frame.lineno}"
-    return where
 
 
 def _unreachable() -> Any:
@@ -293,21 +228,21 @@ class Harness:
             except Exception:  # noqa: BLE001
                 baseline_ok = None
         try:
-            with _deadline(_CALL_SECONDS), warnings.catch_warnings():
+            with deadline(CALL_SECONDS), warnings.catch_warnings():
                 # The documented warning for a class with `__hash__` but no `__eq__`; the suite
                 # turns warnings into errors, and it is no wrong answer.
                 warnings.simplefilter("ignore", es.StabilityWarning)
                 got = self._run_mode(obj, args, apply, box)
-        except (Exception, _CallTimeout) as e:  # noqa: BLE001
+        except (Exception, CallTimeout) as e:  # noqa: BLE001
             if isinstance(e, _NotApplicable):
                 verdict = "n/a"
             elif self._excused(baseline_ok) and baseline_ok is None:
                 verdict = "inherited"
             else:
                 verdict = "crash"
-            detail = f"{type(e).__name__} at {_where(e)}: {str(e)[:300]}"
+            detail = f"{type(e).__name__} at {where(e)}: {str(e)[:300]}"
             self.steps.append(Step(index, label, verdict, detail, baseline_ok))
-            if isinstance(e, _CallTimeout):
+            if isinstance(e, CallTimeout):
                 raise _Abandon from e  # One hang is enough; the next steps would hang too.
             return expected
         changed = self._changed_without_jit(obj, args, apply, expected)
@@ -321,7 +256,7 @@ class Harness:
             # A wrong answer is only held against eqxstable once a fresh trace confirms it.
             self._confirm(obj, args, apply, expected, label)
             verdict = "inherited" if self._excused(baseline_ok) else "wrong"
-        detail = f"got {_describe(got)}, expected {_describe(expected)}"
+        detail = f"got {describe(got)}, expected {describe(expected)}"
         self.steps.append(Step(index, label, verdict, detail, baseline_ok))
         return expected
 
@@ -338,16 +273,16 @@ class Harness:
             return f"without jit, the {self.mode} replacement raises {type(e).__name__}: {e}"
         if same(eager, expected):
             return ""
-        return (f"without jit, the {self.mode} replacement gives {_describe(eager)}, the "
-                f"original {_describe(expected)}")
+        return (f"without jit, the {self.mode} replacement gives {describe(eager)}, the "
+                f"original {describe(expected)}")
 
     def _confirm(self, obj: Any, args: tuple, apply: Callable, expected: Any, label: str) -> None:
         # A brand-new function, so a brand-new trace of the objects as they are now.
         fresh = eqx.filter_jit(lambda *a: apply(obj, *a))(*args)
         if not same(expected, fresh):
             raise IllPosed(
-                f"{label}: eager {_describe(expected)} but a fresh eqx.filter_jit gives "
-                f"{_describe(fresh)}"
+                f"{label}: eager {describe(expected)} but a fresh eqx.filter_jit gives "
+                f"{describe(fresh)}"
             )
 
     def _excused(self, baseline_ok: bool | None) -> bool:

@@ -1,15 +1,13 @@
-"""Differential situations: bound methods, callable objects, partials and plain objects whose
-state changes between calls (attributes, `__slots__`, properties, `__class__`, the class)."""
+"""Differential situations: bound methods, callable objects and plain objects whose state
+changes between calls (attributes, `__slots__`, properties, `__class__`, the class)."""
 
 import dataclasses
-import functools as ft
 import gc
 import types
 import warnings
 
 import equinox as eqx
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import numpy as np
 import pytest
 
@@ -36,15 +34,6 @@ def _by_k(c, x):
 
 def _first_item(c, x):
     return x * c[0]
-
-
-def _mul(x, s):
-    return x * s
-
-
-def _first_keyword(x, **kw):
-    # Reads the keywords in their order: a partial's keyword order changes the answer.
-    return x * next(iter(kw.values()))
 
 
 @SITUATIONS.add
@@ -103,17 +92,6 @@ class AlwaysEqual:
 def user_callable_whose_eq_is_always_true(h):
     for k in (2.0, 3.0):
         h.call(AlwaysEqual(k), jnp.ones(2))
-
-
-@SITUATIONS.add
-def jtu_partial_whose_function_reads_a_global(h):
-    h.module("""
-    def scaled(x, y):
-        return x * y * K
-
-    for K in (2.0, 3.0):
-        h.call(jtu.Partial(scaled, 1.0), jnp.ones(2))
-    """, jtu=jtu)
 
 
 @SITUATIONS.add
@@ -356,69 +334,6 @@ def tuple_holding_a_list_mutated(h):
     h.call(t, jnp.ones(2), apply=apply, box=True)
     t[0][0] = 3.0
     h.call(t, jnp.ones(2), apply=apply, box=True)
-
-
-@SITUATIONS.add
-def partial_args_hold_a_list_mutated(h):
-    s = [2.0]
-    p = ft.partial(lambda lst, x: x * lst[0], s)
-    h.call(p, jnp.ones(2))
-    s[0] = 3.0
-    h.call(p, jnp.ones(2))
-
-
-@SITUATIONS.add
-def partial_keywords_dict_mutated(h):
-    p = ft.partial(_mul, s=2.0)
-    h.call(p, jnp.ones(2))
-    p.keywords["s"] = 3.0
-    h.call(p, jnp.ones(2))
-
-
-@SITUATIONS.add
-def partial_keyword_order(h):
-    """`partial(f, a=1, b=2)` and `partial(f, b=2, a=1)` are `==`, but `f` reads the order."""
-    h.call(ft.partial(_first_keyword, a=1.0, b=2.0), jnp.ones(2))
-    h.call(ft.partial(_first_keyword, b=2.0, a=1.0), jnp.ones(2))
-
-
-@SITUATIONS.add
-def partial_setstate_changes_its_function(h):
-    p = ft.partial(_mul, s=2.0)
-    h.call(p, jnp.ones(2))
-    p.__setstate__((lambda x, s: x - s, (), {"s": 2.0}, None))  # pyright: ignore
-    h.call(p, jnp.ones(2))
-
-
-@SITUATIONS.add
-def eqx_partial_keywords_mutated(h):
-    """`p.keywords["s"] = 3.0` on an `eqx.Partial`."""
-    p = eqx.Partial(_mul, s=2.0)
-    h.call(p, jnp.ones(2))
-    p.keywords["s"] = 3.0
-    h.call(p, jnp.ones(2))
-
-
-@SITUATIONS.add
-def jtu_partial_rebuilt(h):
-    for s in (2.0, 3.0, 2):
-        h.call(jtu.Partial(_mul, s=s), jnp.array([1, 2], dtype=jnp.int32))
-
-
-@SITUATIONS.add
-def partial_of_a_closure_whose_cell_is_rebound(h):
-    c = 2.0
-
-    def f(x, y):
-        return x * c + y
-
-    def set_c(v):
-        nonlocal c
-        c = v
-
-    h.call(ft.partial(f, y=1.0), jnp.ones(2))
-    set_c(3.0)
-    h.call(ft.partial(f, y=1.0), jnp.ones(2))
 
 
 @pytest.mark.parametrize("mode", MODES)
