@@ -85,7 +85,7 @@ def programs(draw) -> str:
     deadline=None,
     # No shrinking: each example compiles several programs, and the report prints the source.
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(source=programs())
 def test_generated_program(mode, source):
