@@ -8,6 +8,7 @@ from ._errors import (
     RecompileWarning as RecompileWarning,
     RegistryError as RegistryError,
     StabilityWarning as StabilityWarning,
+    StaleProgramError as StaleProgramError,
 )
 from ._field import field as field
 from ._jit import (

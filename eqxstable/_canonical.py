@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ._keys import stable_key
+from ._static import VIEW_BASES
 
 
 _K = TypeVar("_K")
@@ -136,7 +137,9 @@ class ReadOnlyArray:
             # The bytes of an object array are pointers: such a holder only equals itself.
             self._hash = object.__hash__(self)
         else:
-            self._hash = hash((copy.dtype.str, copy.shape, copy.tobytes()))
+            # The dtype itself, not `dtype.str`: `int4` and `uint4`, or two structured dtypes
+            # with other fields, share a `str` and compute differently.
+            self._hash = hash((copy.dtype, copy.shape, copy.tobytes()))
 
     @property
     def array(self) -> np.ndarray:
@@ -193,7 +196,7 @@ class ReadOnlyArray:
         a, b = self._array, other._array
         if a.dtype.hasobject or b.dtype.hasobject:
             return False
-        return a.dtype.str == b.dtype.str and a.shape == b.shape and a.tobytes() == b.tobytes()
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
     def __ne__(self, other: object) -> bool:
         return not self == other
@@ -259,7 +262,8 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
 
     The frozen value.
     """
-    t = type(obj)
+    # The read-only views of a `StableModule`'s static values freeze as what they stand for.
+    t = VIEW_BASES.get(type(obj), type(obj))
     if t is tuple or t is list:
         items = [freeze(x, leaf, (path, i)) for i, x in enumerate(obj)]
         if t is tuple and all(map(operator.is_, items, obj)):

@@ -18,6 +18,11 @@ class RecompileError(RuntimeError):
     (`max_traces=...`, `on_recompile="raise"`, or inside [`eqxstable.no_recompiles`][])."""
 
 
+class StaleProgramError(RuntimeError):
+    """Raised in verify mode when a reused compiled program no longer matches what the call
+    computes: something the trace reads changed in a way its key does not see."""
+
+
 class RecompileWarning(UserWarning):
     """Emitted by a stable [`eqxstable.filter_jit`][] with `on_recompile="warn"` for each miss after
     the first."""

@@ -1,11 +1,23 @@
-"""`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters."""
+"""`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters.
 
+A dynamic field is stored by its converter (a [`Hyper`][eqxstable._dynamic.Hyper] node holding
+the number's bits) and read back through a descriptor (`_access.FieldAccess`). The descriptor
+can only be put on the class once the dataclass machinery is done with it, after the class
+body, so the field notes its class when Python creates it (`__set_name__`) and the descriptor
+is installed by the next module construction (or at once, by `StableModule`).
+"""
+
+import dataclasses
 import inspect
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
-import jax.numpy as jnp
+
+from ._access import install
+from ._dynamic import encode, unpickle_hooks
 
 
 MSG_DYNAMIC_AND_STATIC = (
@@ -16,15 +28,47 @@ MSG_DYNAMIC_AND_STATIC = (
     "flag), not both."
 )
 
-# `bool` is listed for completeness: JAX has no weak booleans, so a dynamic `True` is a `bool`
-# array, which is what `jnp.asarray(True)` gives anyway.
-_PYTHON_SCALARS = (bool, int, float, complex)
+class _DynamicField(dataclasses.Field):
+    """The `dataclasses.Field` of a dynamic field: it notes its class when Python creates it, so
+    that the read-back descriptor can be installed once the dataclass is complete."""
+
+    __slots__ = ()
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        super().__set_name__(owner, name)
+        with _lock:
+            _pending.append((weakref.ref(owner), name))
 
 
-class _ToArray:
-    """The converter of a dynamic field: the user's converter first, then a Python scalar
-    becomes a weakly typed 0-d array (`jnp.asarray(0.1)`), so that a `float32` model times a
-    dynamic `0.1` stays `float32`, exactly as with the Python float."""
+# Dynamic fields whose class was being created when last seen (`__set_name__` runs before the
+# dataclass machinery): their descriptors are installed by the next `install_pending`.
+_pending: list[tuple[weakref.ref, str]] = []
+_lock = threading.Lock()
+
+
+def install_pending() -> None:
+    """Installs the read-back descriptor of every dynamic field whose class is complete."""
+    if not _pending:
+        return
+    with _lock:
+        waiting = []
+        for ref, name in _pending:
+            owner = ref()
+            if owner is None:
+                continue
+            if "__dataclass_fields__" in owner.__dict__:
+                install(owner, name)
+            else:
+                waiting.append((ref, name))
+        _pending[:] = waiting
+
+
+unpickle_hooks.append(install_pending)
+
+
+class _ToHyper:
+    """The converter of a dynamic field: the user's converter first, then a Python number is
+    stored as a [`Hyper`][eqxstable._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
 
     __slots__ = ("converter", "__signature__")
 
@@ -34,11 +78,10 @@ class _ToArray:
         self.__signature__ = _signature(converter)
 
     def __call__(self, value: Any) -> Any:
+        install_pending()
         if self.converter is not None:
             value = self.converter(value)
-        if type(value) in _PYTHON_SCALARS:
-            return jnp.asarray(value)
-        return value
+        return encode(value)
 
 
 def _signature(converter: Callable[[Any], Any] | None) -> inspect.Signature:
@@ -61,13 +104,15 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
 
     **Arguments:**
 
-    - `dynamic`: if `True`, a Python `bool`, `int`, `float` or `complex` stored in this field is
-        converted to a 0-d JAX array that keeps Python's weak typing (`jnp.asarray(0.1)`). It is
-        then a PyTree leaf that `equinox.filter_jit` traces, so rebuilding the module with a new
-        value (a learning rate, a dropout rate, a temperature) does not recompile, and a
-        `float32` model times a dynamic `0.1` stays `float32`. Read the value back with
-        `float(m.scale)`. Any other value (an array, `None`) is kept as it is. A user
-        `converter=` runs first. Cannot be combined with `static=True`.
+    - `dynamic`: if `True`, a Python `bool`, `int` (in int32's range), `float` or `complex`
+        stored in this field is traced but never trained. `equinox.filter_jit` traces it, so
+        rebuilding the module with a new value (a learning rate, a dropout rate, a weight decay)
+        does not recompile; `eqx.is_inexact_array` does not see it, so `eqx.filter_grad` and an
+        optimiser set up with `eqx.filter(model, eqx.is_inexact_array)` leave it as it was. It
+        reads back as the weakly typed array `jnp.asarray(value)` gives (in the current
+        precision), so a `bfloat16` model times a dynamic `0.1` stays `bfloat16`. Any other
+        value (an array, `None`, a larger `int`) is kept as it is. A user `converter=` runs
+        first. Cannot be combined with `static=True`. How it is stored: `eqxstable/_dynamic.py`.
     - `**kwargs`: everything else is passed to `equinox.field` (`static`, `converter`,
         `default`, `init`, ...).
 
@@ -103,5 +148,8 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
     if dynamic:
         if kwargs.get("static", False):
             raise ValueError(MSG_DYNAMIC_AND_STATIC)
-        kwargs["converter"] = _ToArray(kwargs.get("converter"))
+        kwargs["converter"] = _ToHyper(kwargs.get("converter"))
+        f = eqx.field(**kwargs)
+        f.__class__ = _DynamicField
+        return f
     return eqx.field(**kwargs)

@@ -1,28 +1,29 @@
 """`StableModule`: an `equinox.Module` whose non-array leaves are canonical after construction.
 
 Equinox builds a module in its metaclass `__call__`: `__init__` (or the dataclass `__init__` and
-`__post_init__`), then each field's converter, then its check that no JAX array is static, then
-`__check_init__`. `StableModule` joins in at two points:
+`__post_init__`), then each field's converter, then its check that no array is static, then
+`__check_init__`. `StableModule` joins in at three points, none of which changes a field's
+metadata:
 
-- every static field gets a converter (after the user's own) that freezes the value into a
-  hashable canonical form, so lists, dicts, sets and NumPy arrays work as static values, and a
-  JAX array is rejected with a clear error *before* Equinox's own warning;
+- at class creation, each static field gets a descriptor (`_access.FieldAccess`): the instance
+  holds the canonical form (`_static.Static`), which is what JAX and Equinox hash and compare,
+  and the module's code reads the value as it was assigned;
+- right after `__init__` (a metaclass between Equinox's and `type`), static fields without a
+  converter are made canonical, before Equinox's check looks at them (a converter's result is
+  made canonical as Equinox stores it, see `_access.py`);
 - after Equinox's `__call__` has returned, the dynamic fields are stabilized in place: the
   instance is brand new and nobody else has seen it yet.
 """
 
-import copy
 import dataclasses
-import inspect
-import types
-from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
 import equinox as eqx
 from typing_extensions import dataclass_transform
 
-from ._field import field
-from ._stabilize import stabilize_fields, stabilize_static, type_name
+from ._access import install
+from ._field import field, install_pending
+from ._stabilize import field_names, stabilize_fields, stabilize_static, static_fields, type_name
 
 
 if TYPE_CHECKING:
@@ -31,54 +32,33 @@ else:
     _ModuleMeta = type(eqx.Module)
 
 
-class _Freeze:
-    """The converter that `StableModule` gives each static field: the user's converter (if
-    any), then the canonical hashable form of the value (see `stabilize_static`)."""
-
-    __slots__ = ("owner", "name", "converter", "__signature__")
-
-    def __init__(self, owner: str, name: str, converter: Callable[[Any], Any] | None, ann: Any):
-        self.owner = owner
-        self.name = name
-        self.converter = converter
-        # Equinox reads a converter's signature to annotate the dataclass `__init__` of a
-        # subclass; it should still show the user's type, not `Any`.
-        try:
-            self.__signature__ = inspect.signature(converter) if converter else None
-        except (TypeError, ValueError):
-            self.__signature__ = None
-        if self.__signature__ is None:
-            param = inspect.Parameter("value", inspect.Parameter.POSITIONAL_ONLY, annotation=ann)
-            self.__signature__ = inspect.Signature([param])
-
-    def __call__(self, value: Any) -> Any:
-        if self.converter is not None:
-            value = self.converter(value)
-        return stabilize_static(value, self.owner, self.name)
+def _freeze(value: Any, owner: type, name: str) -> Any:
+    return stabilize_static(value, type_name(owner), name)
 
 
-def _freeze_static_fields(cls: type) -> None:
-    # Each dataclass has its own `__dataclass_fields__` dict, but an inherited entry is the
-    # parent's very `Field` object, so it is replaced by a copy, never changed: a plain
-    # `eqx.Module` base keeps its fields as they were.
-    own = cls.__dict__["__dataclass_fields__"]
-    for f in dataclasses.fields(cls):  # pyright: ignore[reportArgumentType]
-        if not f.metadata.get("static", False):
-            continue
-        converter = f.metadata.get("converter")
-        if isinstance(converter, _Freeze):
-            converter = converter.converter
-        new = copy.copy(f)
-        freeze = _Freeze(type_name(cls), f.name, converter, f.type)
-        new.metadata = types.MappingProxyType({**f.metadata, "converter": freeze})
-        own[f.name] = new
+class _FreezeAfterInit(_ModuleMeta.__mro__[1]):  # pyright: ignore
+    """Sits after Equinox's metaclass in the method resolution order, so its `__call__` runs
+    inside Equinox's, between `__init__` and Equinox's checks of the fields."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:  # pyright: ignore[reportSelfClsParameterName]
+        __tracebackhide__ = True
+        self = super().__call__(*args, **kwargs)
+        d = self.__dict__
+        for f in static_fields(cls):
+            # A field with a converter is made canonical when Equinox stores the converted value:
+            # the converter gets the value as it was assigned, as in an `eqx.Module`.
+            if f.name in d and f.metadata.get("converter") is None:
+                d[f.name] = _freeze(d[f.name], cls, f.name)
+        return self
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field, eqx.field, field))
-class _StableModuleMeta(_ModuleMeta):
+class _StableModuleMeta(_ModuleMeta, _FreezeAfterInit):
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs):
         cls = super().__new__(mcs, name, bases, namespace, **kwargs)
-        _freeze_static_fields(cls)
+        for f in static_fields(cls):
+            install(cls, f.name, _freeze)
+        install_pending()
         return cls
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -101,9 +81,12 @@ class StableModule(eqx.Module, metaclass=_StableModuleMeta):
         dicts, is replaced by [`eqxstable.intern`][]`(leaf)`, so that a lambda, a
         `functools.partial` or a `jax.jit`-wrapped function built afresh in `__init__` is the
         very same object as last time, and **plain** `equinox.filter_jit` hits its cache;
-    - a static field (`eqx.field(static=True)`) holding a list, dict, set or NumPy array holds
-        a tuple, `FrozenDict`, frozenset or read-only array holder instead, which can be hashed;
-        a JAX array in a static field is an error that says to make it a regular field.
+    - a static field (`eqx.field(static=True)`) is held in a hashable canonical form that
+        compares type-exactly (`2`, `2.0` and `True` are three static values, so they never
+        share a compiled program, under plain `equinox.filter_jit` too), and lists, dicts, sets
+        and NumPy arrays work there; the module's code reads the value as it was assigned
+        (`self.cfg` is a `dict`, `self.perm` a NumPy array), read-only where the original was
+        mutable. A JAX array in a static field is an error that says to make it a regular field.
 
     Nested modules that you pass in are never changed: one whose leaves change is rebuilt.
     A module edited afterwards with `eqx.tree_at` bypasses `__init__`, so its new leaves are
@@ -130,3 +113,9 @@ class StableModule(eqx.Module, metaclass=_StableModuleMeta):
             run(Net(jax.random.key(0)), jnp.ones(2))
         ```
     """
+
+    def __hash__(self) -> int:
+        # Equinox hashes `getattr(self, name)`: here that is the value as assigned (a `dict` is
+        # not hashable), so the canonical forms that `__dict__` holds are hashed instead.
+        d = self.__dict__
+        return hash(tuple((name, d.get(name)) for name in field_names(type(self))))  # pyright: ignore

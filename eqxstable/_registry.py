@@ -12,8 +12,7 @@ import numpy as np
 
 from ._caches import cache_clears
 from ._errors import RegistryError
-from ._key_types import Identity, Key
-from ._keys import _clear_memo, stable_key
+from ._keys import clear as _clear_memo, Identity, Key, MutableKey, stable_key
 
 
 _T = TypeVar("_T")
@@ -118,7 +117,7 @@ def intern(obj: _T) -> _T:
         canonical = _find(key)
         if canonical is not None:
             return canonical
-        if type(key.parts) is Identity:
+        if type(key.parts) is Identity or type(key.parts) is MutableKey:
             # Keyed by its own identity: it is alone in its class, there is nothing to store.
             return obj
         canonical = _canonical_copy(obj)

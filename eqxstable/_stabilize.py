@@ -23,8 +23,9 @@ import numpy as np
 from ._caches import cache_clears
 from ._canonical import freeze
 from ._errors import StabilityWarning, warn
-from ._keys import _resolve, _warn_identity
+from ._keys import warns_hash_without_eq
 from ._registry import intern
+from ._static import freeze_static, Static
 
 
 _T = TypeVar("_T")
@@ -35,6 +36,13 @@ MSG_ARRAY_IN_STATIC = (
     "either an error or a recompile for every new array. Make `{field}` a regular field (drop "
     "`static=True`); if it must not be trained, filter it out or wrap its use in "
     "`jax.lax.stop_gradient`. A NumPy array is fine in a static field: it is kept read-only."
+)
+MSG_ARRAY_IN_STATIC_FIELD = (
+    "`{call}`: A JAX array is being set as static! The static field `{path}` holds a JAX array, "
+    "which becomes a constant of the compiled program: every new array compiles a new one, and "
+    "it is never traced or trained. Make `{field}` a regular field (drop `static=True`); if it "
+    "must not be trained, filter it out or wrap its use in `jax.lax.stop_gradient`. A NumPy "
+    "array is fine in a static field: it is kept read-only."
 )
 MSG_HASH_WITHOUT_EQ = (
     "`{call}`: `{path}` holds an instance of `{cls}`, a class that defines `__hash__` but not "
@@ -111,7 +119,7 @@ def _hash_without_eq(t: type) -> bool:
     # Exactly the classes that `stable_key` warns about (it knows, e.g., that enum members are
     # singletons, with an identity `__eq__` that is right for them); the walk warns instead,
     # naming the field as well.
-    return _resolve(t) is _warn_identity
+    return warns_hash_without_eq(t)
 
 
 # Modules that a walk has returned, all of whose leaves were canonical then. Returning such a
@@ -150,13 +158,32 @@ def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
     )
 
 
+@ft.cache
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the dataclass fields of `cls`."""
+    return tuple(name for name, _ in _fields(cls))
+
+
+@ft.cache
+def static_fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    """The static dataclass fields of `cls`."""
+    return tuple(
+        f
+        for f in dataclasses.fields(cls)  # pyright: ignore[reportArgumentType]
+        if f.metadata.get("static", False)
+    )
+
+
 class _Walk:
     """One walk: `call` names the public call for messages (`Net(...)`, `eqxstable.stabilize`)."""
 
-    __slots__ = ("call",)
+    __slots__ = ("call", "warn_arrays")
 
-    def __init__(self, call: str):
+    def __init__(self, call: str, warn_arrays: bool = False):
         self.call = call
+        # A `StableModule` warns about a JAX array in a static field, as Equinox does; the
+        # walk of `eqxstable.stabilize` raises (a plain module holding one cannot be jitted).
+        self.warn_arrays = warn_arrays
 
     def dynamic(self, obj: Any, path: Any) -> Any:
         """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
@@ -191,8 +218,15 @@ class _Walk:
         return self.hash_without_eq(obj, path)
 
     def static(self, obj: Any, path: Any) -> Any:
-        """Inside a static field: the value must become hashable, and arrays are not allowed."""
+        """Inside a static field of a plain module: the value must become hashable, and arrays
+        are not allowed. The module's code reads what is stored, so hashable stand-ins are used
+        (a `FrozenDict` for a dict)."""
         return freeze(obj, self.static_leaf, path)
+
+    def static_value(self, obj: Any, path: Any) -> Any:
+        """The value of a static field of a `StableModule`: its canonical form (a `Static`),
+        read back through the field's descriptor as assigned."""
+        return freeze_static(obj, self.static_leaf, path)
 
     def static_leaf(self, obj: Any, path: Any) -> Any:
         kind = _kind(obj)
@@ -203,12 +237,17 @@ class _Walk:
         if kind is _Kind.INT:
             return obj if _small_int(obj) else intern(obj)
         if kind is _Kind.MODULE:
-            return self.module(obj, path, True)
+            # Interned too: a `StableModule` compares its static values by identity, and a
+            # module rebuilt from equivalent parts must be the same static value.
+            return intern(self.module(obj, path, True))
         if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
-            field = _field_of(path)
-            raise ValueError(
-                MSG_ARRAY_IN_STATIC.format(call=self.call, path=render_path(path), field=field)
-            )
+            where = dict(call=self.call, path=render_path(path), field=_field_of(path))
+            if self.warn_arrays:
+                # As `equinox.Module` does (with the same first sentence): a warning, and the
+                # array kept, compared by identity.
+                warn(MSG_ARRAY_IN_STATIC_FIELD.format(**where), StabilityWarning)
+                return obj
+            raise ValueError(MSG_ARRAY_IN_STATIC.format(**where))
         if kind is _Kind.HASH_WITHOUT_EQ:
             return self.hash_without_eq(obj, path)
         # NumPy scalars, frozen holders, partials and other nodes: keyed as one value.
@@ -222,6 +261,8 @@ class _Walk:
                 value = d[name]
             except KeyError:
                 continue  # E.g. an abstract field implemented by a property.
+            if is_static and type(value) is Static:
+                continue  # A `StableModule`'s static field: canonical since construction.
             sub = (path, "." + name)
             new = self.static(value, sub) if static or is_static else self.dynamic(value, sub)
             if new is not value:
@@ -274,6 +315,9 @@ class _Walk:
         return obj
 
 
+_PLAIN_STATIC = (str, bool, type(None))
+
+
 def render_path(path: Any) -> str:
     """`("Net", ".layers"), 0), ".table")` as `Net.layers[0].table`."""
     parts = []
@@ -304,27 +348,30 @@ def _field_of(path: Any) -> str:
 
 
 def stabilize_fields(module: Any, call: str) -> None:
-    """Stabilizes the dynamic fields of a freshly built module in place. Only for a module that
-    nobody else has seen yet (inside `StableModule` construction)."""
-    walk = _Walk(call)
+    """Stabilizes the fields of a freshly built `StableModule` in place. Only for a module that
+    nobody else has seen yet (inside its construction)."""
+    walk = _Walk(call, warn_arrays=True)
     root = type_name(type(module))
     d = module.__dict__
     for name, is_static in _fields(type(module)):
-        if is_static:
-            continue  # Already frozen by the field's converter, before `__check_init__`.
         try:
             value = d[name]
         except KeyError:
             continue
-        new = walk.dynamic(value, (root, "." + name))
+        if is_static:
+            if type(value) is Static or type(value) in _PLAIN_STATIC:
+                continue  # Made canonical during construction, the usual case.
+            new = walk.static_value(value, (root, "." + name))
+        else:
+            new = walk.dynamic(value, (root, "." + name))
         if new is not value:
-            object.__setattr__(module, name, new)
+            d[name] = new
     mark_known(module)
 
 
 def stabilize_static(value: Any, owner: str, name: str) -> Any:
-    """The canonical form of the value of the static field `owner.name`."""
-    return _Walk(f"{owner}(...)").static(value, (owner, "." + name))
+    """The canonical form of the value of the static field `owner.name` of a `StableModule`."""
+    return _Walk(f"{owner}(...)", warn_arrays=True).static_value(value, (owner, "." + name))
 
 
 def stabilize(tree: _T) -> _T:

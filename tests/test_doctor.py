@@ -131,6 +131,51 @@ def test_the_readme_demo(tmp_path, monkeypatch, stabilize, with_optax):
         assert group["also"] == ["args[2].init", "args[2].update"]
 
 
+# A training step fed a fresh typed key per step, for each PRNG implementation, and JAX's narrow
+# and extended dtypes: the step compiles once per implementation (the key's dtype differs).
+KEYS_AND_DTYPES = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+traces = 0
+
+@eqx.filter_jit
+def step(model, key, x):
+    global traces
+    traces += 1
+    return model(x) + jax.random.normal(key, (1,))
+
+model = eqx.nn.Linear(2, 1, key=jax.random.key(0))
+for impl in ("threefry2x32", "rbg", "unsafe_rbg"):
+    for key in jax.random.split(jax.random.key(0, impl=impl), 3):
+        out = step(model, key, jnp.ones(2))
+
+widen = eqx.filter_jit(lambda y: y.astype(jnp.float32))
+for dtype in (jnp.bfloat16, jnp.float8_e4m3fn, jnp.int4):
+    widen(jnp.ones(3, dtype))
+tangent = jax.grad(lambda x, i: x, argnums=1, allow_int=True)(1.0, jnp.arange(3))
+eqx.filter_jit(lambda t, x: x * 2)(tangent, jnp.ones(2))
+print("traces", traces, "dtype", out.dtype)
+"""
+
+
+@pytest.mark.parametrize("stabilize", [False, True])
+def test_typed_keys_and_narrow_dtypes(tmp_path, stabilize):
+    script = _write(tmp_path, KEYS_AND_DTYPES)
+    options = ["--stabilize"] if stabilize else []
+    proc, report = _json_report(tmp_path, *options, script)
+    assert proc.returncode == 0, proc.stderr
+    assert "traces 3 dtype float32" in proc.stdout
+    step, widen, _ = report["functions"]
+    assert (step["name"], step["calls"], step["misses"]) == ("step", 9, 3)
+    assert step["misses_by_kind"] == {"first": 1, "dtype": 2}
+    (group,) = [g for g in step["miss_groups"] if g["kind"] == "dtype"]
+    assert group["path"] == "args[1]" and "key<fry>[] -> key<rbg>[]" in group["reason"]
+    assert (widen["calls"], widen["misses"]) == (3, 3)
+    assert "not explained" not in proc.stderr
+
+
 def test_observe_only_leaves_the_script_unchanged_and_reports_on_stderr(tmp_path):
     script = _write(tmp_path, SWEEP)
     plain = subprocess.run(

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import eqxstable as es
-from eqxstable._canonical import FrozenDict
+from eqxstable._static import Static
 
 from .helpers import counting_filter_jit
 from .test_module import _KEY, _X, CASES, LambdaField
@@ -56,16 +56,27 @@ def test_nested_modules_passed_in_are_not_changed():
     assert act_first is act
 
 
-def test_jax_array_in_static_field_is_a_clear_error():
+def test_jax_array_in_static_field_warns_as_in_equinox():
     class Bad(es.StableModule):
         weight: jax.Array = eqx.field(static=True)
 
-    # `filterwarnings = error`: Equinox's own "A JAX array is being set as static!" warning
-    # would surface here instead of our error if it came first.
-    with pytest.raises(ValueError, match=r"`Bad\(\.\.\.\)`: the static field `Bad.weight` holds"):
-        Bad(jnp.ones(3))
-    with pytest.raises(ValueError, match=r"`Bad.weight\[1\]\['w'\]`.*Make `weight` a regular"):
+    # As in an `eqx.Module`, a warning (with Equinox's words first, and the field and the fix),
+    # once: Equinox's own check does not warn a second time. The array is kept.
+    match = r"`Bad\(\.\.\.\)`: A JAX array is being set as static! The static field `Bad.weight`"
+    with pytest.warns(es.StabilityWarning, match=match) as record:
+        m = Bad(jnp.ones(3))
+    assert len(record) == 1 and record[0].filename == __file__
+    np.testing.assert_array_equal(m.weight, jnp.ones(3))
+    with pytest.warns(UserWarning, match=r"`Bad.weight\[1\]\['w'\]`.*Make `weight` a regular"):
         Bad((1, {"w": jnp.ones(3)}))  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match=r"`eqxstable.stabilize`: the static field .* holds"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            es.stabilize(PlainBad(jnp.ones(3)))
+
+
+class PlainBad(eqx.Module):
+    weight: jax.Array = eqx.field(static=True)
 
 
 def test_numpy_array_in_static_field_is_fine():
@@ -74,10 +85,10 @@ def test_numpy_array_in_static_field_is_fine():
 
     source = np.arange(3.0)
     m = Table(source)
-    source[0] = 100.0  # The holder has its own copy.
+    source[0] = 100.0  # The module has its own copy.
     assert m.table[0] == 0.0
     with pytest.raises(ValueError, match="read-only"):
-        m.table.array[0] = 1.0
+        m.table[0] = 1.0
 
 
 def test_numpy_scalar_in_static_field_is_fine():
@@ -89,8 +100,9 @@ def test_numpy_scalar_in_static_field_is_fine():
             return x + self.eps
 
     m = Eps(np.float32(1e-3))
-    assert m.eps.dtype == np.float32 and float(m.eps) == pytest.approx(1e-3)
-    assert Eps(np.float32(1e-3)).eps is m.eps
+    assert type(m.eps) is np.float32 and float(m.eps) == pytest.approx(1e-3)
+    assert Eps(np.float32(1e-3)).__dict__["eps"] is m.__dict__["eps"]
+    assert Eps(np.float64(1e-3)).__dict__["eps"] is not m.__dict__["eps"]
     np.testing.assert_allclose(eqx.filter_jit(lambda m, x: m(x))(m, jnp.zeros(2)), 1e-3)
 
 
@@ -165,7 +177,7 @@ class AbstractActivation(es.StableModule):
 
 class Activation(AbstractActivation):
     fn: Callable
-    sizes: Sequence[int] = eqx.field(static=True, converter=lambda s: list(s))  # Then a tuple.
+    sizes: Sequence[int] = eqx.field(static=True, converter=lambda s: list(s))
     gain: float = eqx.field(converter=float)
     checked: list = dataclasses.field(default_factory=list, repr=False, init=False)
 
@@ -175,8 +187,10 @@ class Activation(AbstractActivation):
     def __check_init__(self):
         if self.gain <= 0:
             raise ValueError("`Activation(gain=...)` must be positive.")
-        # Static fields are already in their canonical form here.
-        assert type(self.sizes) is tuple
+        # Static fields read back as assigned (after the converter), read-only.
+        assert isinstance(self.sizes, list)
+        with pytest.raises(TypeError, match="read-only"):
+            self.sizes.append(3)
 
     def __call__(self, x):
         return self.fn(x) + len(self.sizes)
@@ -188,7 +202,7 @@ def test_abstract_final_check_init_converter_post_init():
     run, traces = counting_filter_jit(lambda model, x: model(x))
     for _ in range(5):
         m = Activation(fn=None, sizes=(1, 2), gain=3)  # pyright: ignore[reportArgumentType]
-        assert m.sizes == (1, 2) and type(m.gain) is float
+        assert m.sizes == [1, 2] and type(m.gain) is float
         np.testing.assert_allclose(run(m, _X), 3.0 * _X + 2, rtol=1e-6)
     assert traces() == 1
     with pytest.raises(ValueError, match="must be positive"):
@@ -206,7 +220,8 @@ def test_subclass_of_a_stable_module_stays_stable():
             self.config = {"a": [1]}
             self.fn = lambda x: x + 1
 
-    assert Child().config == FrozenDict({"a": (1,)})
+    assert Child().config == {"a": [1]}
+    assert Child().__dict__["config"] is Child().__dict__["config"]
     assert Child().fn is Child().fn
 
 
@@ -217,8 +232,12 @@ def test_plain_base_class_is_not_changed():
     class Stable(PlainBase, es.StableModule):
         pass
 
-    assert Stable(config=[1, 2]).config == (1, 2)  # pyright: ignore[reportArgumentType]
-    assert PlainBase(config=[1, 2]).config == [1, 2]  # pyright: ignore[reportArgumentType]
+    stable = Stable(config=[1, 2])  # pyright: ignore[reportArgumentType]
+    assert stable.config == [1, 2] and type(stable.__dict__["config"]) is Static
+    plain = PlainBase(config=[1, 2])  # pyright: ignore[reportArgumentType]
+    assert plain.__dict__["config"] == [1, 2] and type(plain.__dict__["config"]) is list
+    assert dataclasses.fields(PlainBase) == dataclasses.fields(Stable)
+    assert all(f.metadata == {"static": True} for f in dataclasses.fields(Stable))
 
 
 def test_tree_at_edits_are_not_canonical_until_stabilized():

@@ -39,7 +39,8 @@ def test_plain_mlp_with_lambda_activation_traces_once():
     with compile_log() as log:
         for i in range(5):
             out = run(es.stabilize(_make_mlp()), _X + i)
-            np.testing.assert_allclose(out, reference(_X + i), rtol=1e-6)
+            # Jitted (fused) against op-by-op: on a GPU the two differ in the last bits.
+            np.testing.assert_allclose(out, reference(_X + i), rtol=1e-5)
     assert traces() == 1
     assert log.count("run") == 1
 

@@ -68,9 +68,13 @@ def static_items(args: tuple, kwargs: dict) -> dict[str, Any]:
                 found[render_path(keypath)] = x
             return
         if isinstance(x, eqx.Module):
+            # What the instance stores is what Equinox compares (a `StableModule`'s attribute
+            # reads give the value as assigned instead).
+            stored = x.__dict__
             for field in dataclasses.fields(x):
                 if field.metadata.get("static", False):
-                    found[f"{render_path(keypath)}.{field.name}"] = getattr(x, field.name, None)
+                    value = stored.get(field.name, getattr(x, field.name, None))
+                    found[f"{render_path(keypath)}.{field.name}"] = value
         for child_path, child in children:
             walk(child, keypath + tuple(child_path))
 

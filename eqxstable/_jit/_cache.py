@@ -5,8 +5,11 @@ compared type-exactly), which leaves are arrays, and the static leaves compared 
 It is passed to `jax.jit` as the one static argument, so it hashes by identity (C-fast) and JAX's
 own C++ cache handles what varies under it (shapes, dtypes, weak types, shardings).
 
-The hit path costs one flatten, a type tuple, a few identity comparisons and, for statics that
-could change in place (functions, lists, plain objects), one `Snapshot.changed()` each.
+The hit path costs one flatten, a type tuple, a few identity comparisons, and the entry's
+`Watch`: a flat list of identity checks over everything the statics' keys depend on (closure
+cells, the globals a function reads, a captured list's items). When one fails, the keys are
+computed again: an equal key is still a hit (a global rebound to an equal value), another key
+finds or makes another entry. A program is never reused unless every key it was made for holds.
 """
 
 import itertools
@@ -16,9 +19,7 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._keys import stable_key
-from .._mutation import snapshot_mutables
-from .._mutation_check import MutationCheck
+from .._keys import compute, compute_node_data, merge, Watch
 
 
 _is = operator.is_
@@ -91,26 +92,30 @@ class Entry:
         "data",
         "data_items",
         "check_data",
-        "snapshots",
+        "watch",
         "template",
         "donate_pos",
         "keep_pos",
         "key",
         "mutated",
         "all_kept",
+        "jaxprs",
         "__weakref__",
     )
 
-    def __init__(self, key, treedef, leaves, mask, data, donate: str):
+    def __init__(self, key, treedef, leaves, mask, data, watch: Watch, donate: str):
         self.key = key
-        # `(leaf index or None, what changed)` when this entry replaces one whose statics were
+        # `(leaf index or None, old key, new key)` when this entry was made because a static
         # changed in place: its first trace is then a miss of kind "mutated".
-        self.mutated: tuple[int | None, str] | None = None
+        self.mutated: tuple[int | None, Any, Any] | None = None
         self.treedef = treedef
         self.static_sel = tuple(not m for m in mask)
         self.static_of = _getter([i for i, m in enumerate(mask) if not m])
         self.dyn_sel = mask
-        self.adopt(leaves, data)
+        self.statics: tuple = ()
+        # Verify mode: the jaxpr each program of this entry was compiled from, by argument types.
+        self.jaxprs: dict | None = None
+        self.adopt(leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
         n_first = _leaves_of_first_arg(treedef)
         if donate == "none":
@@ -121,23 +126,17 @@ class Entry:
             donated = [m and i >= n_first for i, m in enumerate(mask)]
         self.donate_sel = tuple(donated)
         self.keep_sel = tuple(m and not d for m, d in zip(mask, donated))
-        self.template = [None if m else leaf for m, leaf in zip(mask, leaves)]
         self.donate_pos = [i for i, d in enumerate(self.donate_sel) if d]
         self.keep_pos = [i for i, k in enumerate(self.keep_sel) if k]
         # Every leaf an array and nothing donated: the flattened list is passed on as it is.
         self.all_kept = all(self.keep_sel)
 
-    def adopt(self, leaves: list, data: list) -> None:
-        """Holds these (equivalent) static objects from now on, for the identity fast path, and
-        snapshots what in them could change in place."""
-        statics = tuple(_compress(leaves, self.static_sel))
-        types = tuple(map(type, leaves))
-        if getattr(self, "statics", None) is not None:
-            if types == self.types and all(map(_is, statics, self.statics)):
-                if _same_node_data(data, self.data):
-                    return
-        self.types = types
-        self.statics = statics
+    def adopt(self, leaves: list, data: list, watch: Watch) -> None:
+        """Holds these (equivalent) static objects from now on: the identity fast path compares
+        against them, and a retrace rebuilds the call from them, never from older ones."""
+        self.types = tuple(map(type, leaves))
+        self.statics = tuple(_compress(leaves, self.static_sel))
+        self.template = [leaf if s else None for s, leaf in zip(self.static_sel, leaves)]
         self.data = tuple(data)
         # Node data that is all tuples and lists (Equinox modules, dicts) is compared in one
         # C-level pass over its items.
@@ -147,22 +146,7 @@ class Entry:
             else None
         )
         self.check_data = _needs_data_check(data)
-        self.resnapshot()
-
-    def resnapshot(self) -> None:
-        """Snapshots what in the static values could change in place (a closure cell, a captured
-        list, a plain object's attribute): when the program that bakes them in is made, and
-        again after it was traced."""
-        snapshots = []
-        for i, leaf in zip(itertools.compress(itertools.count(), self.static_sel), self.statics):
-            snap = snapshot_mutables(leaf)
-            if snap is not None:
-                snapshots.append((i, MutationCheck(snap)))
-        for atom in node_atoms(list(self.data)):
-            snap = snapshot_mutables(atom)
-            if snap is not None:
-                snapshots.append((None, MutationCheck(snap)))
-        self.snapshots = tuple(snapshots)
+        self.watch = watch
 
     def same_node_data(self, data: list) -> bool:
         """Whether `data` (from a treedef that compares equal to this entry's) holds the very
@@ -194,14 +178,6 @@ class Entry:
         for i, x in zip(self.keep_pos, kept):
             leaves[i] = x
         return jtu.tree_unflatten(self.treedef, leaves)
-
-    def mutation(self) -> tuple[int | None, str] | None:
-        """`(leaf index or None for node data, what changed)` if a static changed in place."""
-        for i, snap in self.snapshots:
-            changed = snap.changed()
-            if changed is not None:
-                return i, changed
-        return None
 
 
 def _getter(indices: list[int]) -> Any:
@@ -237,41 +213,31 @@ class Cache:
     def lookup(self, leaves: list, treedef: Any) -> Entry:
         """The entry for a call with these flattened arguments, made if there is none.
 
-        A static that changed in place either has a new key now (a rebound closure cell), and
-        finds or makes the entry for it, or keeps its key (an object compared by identity), and
-        then the entry made for its old contents is retired. A new entry made because of such a
-        change says so in `.mutated`: its trace is a miss of kind `"mutated"`.
+        A new entry made because a static changed in place (the same objects as a cached
+        entry's, with another key now) says so in `.mutated`: its trace is a miss of kind
+        `"mutated"`.
         """
         types = tuple(map(type, leaves))
-        mutation = None
-        recent = self.recent
-        for entry in recent:
+        same = None
+        for entry in self.recent:
             if (
                 entry.types == types
                 and entry.treedef == treedef
                 and all(map(_is, entry.static_of(leaves), entry.statics))
                 and (not entry.check_data or entry.same_node_data(node_data(treedef, leaves)))
             ):
-                if entry.snapshots:
-                    mutation = entry.mutation()
-                    if mutation is not None:
-                        break
-                if entry is not recent[0]:
-                    self._to_front(entry)
-                return entry
-        entry, data, created = self._slow_lookup(leaves, treedef)
-        if not created and entry.snapshots:
-            stale = entry.mutation()
-            if stale is not None:
-                self._retire(entry)
-                entry, data, created = self._slow_lookup(leaves, treedef)
-                mutation = stale
-        if created:
-            entry.mutated = mutation
-        else:
-            # An equivalent but new static (a rebuilt lambda) found the entry by key: let the
-            # entry hold the newest objects, so that the next call takes the identity fast path.
-            entry.adopt(leaves, data)
+                if entry.watch.valid():
+                    if entry is not self.recent[0]:
+                        self._to_front(entry)
+                    return entry
+                same = entry
+                break
+        entry, created = self._slow_lookup(leaves, treedef)
+        if created and same is not None:
+            index, old, new = _changed(same.key, entry.key)
+            if index is not None:
+                index = [i for i, s in enumerate(entry.static_sel) if s][index]
+            entry.mutated = (index, old, new)
         self._to_front(entry)
         return entry
 
@@ -280,22 +246,47 @@ class Cache:
         # call of the same function) never sees it half-changed.
         self.recent = [entry, *(e for e in self.recent if e is not entry)][:_RECENT]
 
-    def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, list, bool]:
+    def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, bool]:
         mask = tuple(map(eqx.is_array, leaves))
         data = node_data(treedef, leaves)
-        key = (
-            treedef,
-            mask,
-            tuple(stable_key(x) for x, m in zip(leaves, mask) if not m),
-            tuple(map(stable_key, node_atoms(data))),
-        )
+        key, watch = _key(treedef, mask, [x for x, m in zip(leaves, mask) if not m], data)
         entry = self.entries.get(key)
         if entry is not None:
-            return entry, data, False
-        entry = self.entries[key] = Entry(key, treedef, leaves, mask, data, self.donate)
-        return entry, data, True
+            # An equivalent static (a rebuilt lambda, or the same one whose global was rebound
+            # to an equal value): the entry holds the newest objects from now on.
+            entry.adopt(leaves, data, watch)
+            return entry, False
+        entry = self.entries[key] = Entry(key, treedef, leaves, mask, data, watch, self.donate)
+        return entry, True
 
-    def _retire(self, entry: Entry) -> None:
-        if self.entries.get(entry.key) is entry:
-            del self.entries[entry.key]
-        self.recent = [e for e in self.recent if e is not entry]
+    def rekey(self, entry: Entry) -> None:
+        """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
+        list it appends to) is part of the program, not a later change, so the entry is also
+        found under the keys its statics have now."""
+        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), list(entry.data))
+        self.entries.setdefault(key, entry)
+        entry.watch = watch
+
+
+def _key(treedef: Any, mask: tuple, statics: list, data: list) -> tuple[Any, Watch]:
+    keys, watches = [], []
+    for x in statics:
+        k, w = compute(x)
+        keys.append(k)
+        watches.append(w)
+    node_keys = []
+    for d in node_atoms(data):
+        k, w = compute_node_data(d)
+        node_keys.append(k)
+        watches.append(w)
+    return (treedef, mask, tuple(keys), tuple(node_keys)), merge(watches)
+
+
+def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:
+    """Which static (its index among the statics, or `None` for node data) has another key."""
+    _, _, old_statics, old_nodes = old
+    _, _, new_statics, new_nodes = new
+    for i, (a, b) in enumerate(zip(old_statics, new_statics)):
+        if a != b:
+            return i, a, b
+    return None, old_nodes, new_nodes

@@ -14,9 +14,10 @@ import jax
 import jax.tree_util as jtu
 
 from .._caches import cache_clears
-from .._keys import key_uses_identity, stable_key
+from .._keys import stable_key
 from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
 from ._cache import Cache, Entry
+from ._describe import describe_change
 from ._guards import check
 from ._signature import diff, Signature, signature
 
@@ -111,6 +112,15 @@ class Program:
         """`fun`'s leaves with its arrays left out: what a trace rebuilds `fun` from."""
         return [None if m else x for x, m in zip(jtu.tree_leaves(fun), self.fun_mask)]
 
+    def rebuild_fun(self, template: list, fun_dynamic: list) -> Any:
+        """The function inside a trace: its arrays (traced) put back among its other leaves."""
+        leaves = list(template)
+        for i, x in zip((i for i, m in enumerate(self.fun_mask) if m), fun_dynamic):
+            leaves[i] = x
+        return self.fun_treedef.unflatten(leaves)
+
+    split_output = staticmethod(_split_output)
+
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
@@ -135,10 +145,8 @@ class Program:
             # The calling wrapper's own function is traced, not the one this program was made
             # for: wrappers of equivalent functions share the program, and each checks on every
             # call that its function still has the key the program was made for.
-            fun_leaves = list(call.wrapper._fun_template if call is not None else self.template)
-            for i, x in zip((i for i, m in enumerate(self.fun_mask) if m), fun_dynamic):
-                fun_leaves[i] = x
-            fun = self.fun_treedef.unflatten(fun_leaves)
+            template = call.wrapper._fun_template if call is not None else self.template
+            fun = self.rebuild_fun(template, fun_dynamic)
             args, kwargs = entry.rebuild(donated, kept)
             out = fun(*args, **kwargs)
             if explained is not None:
@@ -167,14 +175,16 @@ class Program:
             return Miss("mutated", self.name, reason), sig
         mutated = getattr(entry, "mutated", None)
         if mutated is not None:
-            index, what = mutated
+            index, old, new = mutated
             path = "(a static field)"
             if index is not None and sig is not None:
                 path = sig.leaves[index][0]
+            what = describe_change(old, new)
             reason = (
-                f"{what}, so `{path}` was traced again instead of reusing the program compiled "
-                "for its old contents; pass immutable values (tuples, frozen dataclasses) or "
-                "arrays to avoid the retrace."
+                f"`{path}` is the same object as before, but it was changed in place after it "
+                f"was used ({what}), so it was traced again instead of reusing the program "
+                "compiled before the change; "
+                "pass what changes as an array argument, or keep it unchanged."
             )
             return Miss("mutated", path, reason), sig
         if sig is None:
@@ -204,7 +214,7 @@ class Program:
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
-        entry.resnapshot()
+        self.cache.rekey(entry)
 
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
@@ -215,29 +225,31 @@ class Program:
 
 
 _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
-# Programs of functions with a value key (no identity fallback, no arrays), shared by all
-# wrappers of equivalent functions with the same options until `es.clear_caches()`.
+# Programs of functions without arrays, by key, shared by all wrappers of equivalent functions
+# with the same options until `es.clear_caches()`.
 _shared: dict[Any, Program] = {}
 
 
-def get_program(
-    fun: Any, donate: str, jitkwargs: dict[str, Any], stale: Program | None = None
-) -> Program:
-    """The program for `fun` with these options: a shared one when `fun` has a value key.
-
-    `stale` is a program whose compiled code no longer matches `fun` (a global that `fun` reads
-    was reassigned, which leaves its key as it was): it is never returned, and is replaced for
-    every wrapper that asks later.
-    """
+def get_program(fun: Any, donate: str, jitkwargs: dict[str, Any]) -> Program:
+    """The program for `fun` with these options, shared by every wrapper of an equivalent
+    function: the key covers everything the function's trace can read, so a program made for
+    one key serves every function with that key."""
     if any(map(eqx.is_array, jtu.tree_leaves(fun))):
         return Program(fun, donate, jitkwargs)
     key = stable_key((fun, donate, tuple(sorted(jitkwargs.items()))))
-    if key_uses_identity(key):
-        return Program(fun, donate, jitkwargs)
     program = _shared.get(key)
-    if program is None or program is stale:
+    if program is None:
         program = _shared[key] = Program(fun, donate, jitkwargs)
     return program
+
+
+def alias_program(program: Program, fun: Any) -> None:
+    """After a trace: the function may have changed itself while traced (a `nonlocal` trace
+    counter); the program also stands for the key it has now."""
+    if any(map(eqx.is_array, jtu.tree_leaves(fun))):
+        return
+    key = stable_key((fun, program.donate, tuple(sorted(program.jitkwargs.items()))))
+    _shared.setdefault(key, program)
 
 
 def _clear_all() -> None:

@@ -20,7 +20,9 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
+from .._canonical import freeze
 from .._keys import key_uses_identity, stable_key
+from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import function_change
 
@@ -89,21 +91,35 @@ def short_repr(obj: Any) -> str:
 
 
 def _static_leaf(obj: Any) -> StaticLeaf:
+    if type(obj) is Static:
+        # A `StableModule`'s static field: described by the value its code reads, and keyed by
+        # that value's hashable form (a `Static` itself is compared by identity).
+        value = obj.value
+        shown = VIEW_BASES.get(type(value), type(value))
+        return StaticLeaf(stable_key(freeze(value)), shown, short_repr(value))
     return StaticLeaf(stable_key(obj), type(obj), short_repr(obj))
 
 
+def _aval(x: Any) -> Any:
+    """JAX's own abstract value of `x`: shape, dtype (extended dtypes such as typed PRNG keys
+    and `float0` included, which `np.dtype` cannot interpret) and weak type."""
+    typeof = getattr(jax, "typeof", None)  # New in JAX 0.4.38; `get_aval` before.
+    if typeof is not None:
+        return typeof(x)
+    return jax.core.get_aval(x)  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def _array_leaf(x: Any) -> ArrayLeaf:
-    if isinstance(x, Tracer):
-        aval = x.aval
-        shape, dtype, weak = aval.shape, aval.dtype, aval.weak_type  # pyright: ignore
-        sharding = None
-    elif isinstance(x, jax.Array):
-        shape, dtype, weak = x.shape, x.dtype, x.weak_type  # pyright: ignore
-        sharding = _Placement(x.sharding, x.committed)
-    else:
-        x = np.asarray(x)
-        shape, dtype, weak, sharding = x.shape, x.dtype, False, None
-    return ArrayLeaf(tuple(shape), np.dtype(dtype), bool(weak), sharding)
+    try:
+        aval = _aval(x)
+    except TypeError:
+        # A NumPy array JAX has no type for (`dtype=object`): described, if not traceable.
+        aval = np.asarray(x)
+    sharding = None
+    if isinstance(x, jax.Array) and not isinstance(x, Tracer):
+        sharding = _Placement(x.sharding, getattr(x, "committed", True))
+    weak = getattr(aval, "weak_type", False)
+    return ArrayLeaf(tuple(aval.shape), aval.dtype, bool(weak), sharding)  # pyright: ignore
 
 
 def _data_key(data: Any) -> Any:
@@ -118,8 +134,10 @@ def _node(x: Any, treedef: Any) -> Node:
     node_type, data = treedef.node_data()
     fields = None
     if isinstance(x, eqx.Module):
+        # The stored value, as JAX sees it, rather than what an attribute read gives.
+        stored = x.__dict__
         fields = {
-            f.name: _static_leaf(getattr(x, f.name, None))
+            f.name: _static_leaf(stored[f.name] if f.name in stored else getattr(x, f.name, None))
             for f in dataclasses.fields(x)
             if f.metadata.get("static", False)
         }
@@ -163,11 +181,22 @@ class _Difference(NamedTuple):
 
 def _describe_array(a: ArrayLeaf) -> str:
     weak = " (weakly typed)" if a.weak_type else ""
-    return f"{a.dtype.name}{list(a.shape)}{weak}"
+    # `str`, not `.name`: a typed key's dtype reads `key<fry>`, `float0`'s NumPy name is `void`.
+    return f"{_dtype_name(a.dtype)}{list(a.shape)}{weak}"
 
 
 def _describe_static(s: StaticLeaf) -> str:
     return f"{s.type.__name__} {s.text}"
+
+
+def _is_key(dtype: Any) -> bool:
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def _dtype_name(dtype: Any) -> str:
+    if dtype == jax.dtypes.float0:
+        return "float0"
+    return str(dtype)
 
 
 def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Difference:
@@ -207,11 +236,13 @@ def _array_difference(path: str, old: ArrayLeaf, new: ArrayLeaf) -> _Difference 
             "bucket inputs to a few shapes.",
         )
     if old.dtype != new.dtype:
-        return _Difference(
-            "dtype",
-            path,
-            f"`{path}` changed dtype: {change}; cast it to one dtype before the call.",
-        )
+        fix = "cast it to one dtype before the call."
+        if any(_is_key(d) for d in (old.dtype, new.dtype)):
+            fix = (
+                "make every key with the same PRNG implementation (`jax.random.key(seed, "
+                "impl=...)`) and the same kind (typed `jax.random.key`, not raw `PRNGKey` data)."
+            )
+        return _Difference("dtype", path, f"`{path}` changed dtype: {change}; {fix}")
     if old.weak_type != new.weak_type:
         return _Difference(
             "weak_type",

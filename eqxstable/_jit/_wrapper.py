@@ -11,11 +11,12 @@ import equinox as eqx
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
-from .._mutation import snapshot_mutables
-from .._mutation_check import MutationCheck
+from .._keys import compute
+from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
+from ._describe import describe_change
 from ._guards import OnRecompile
-from ._program import get_program
+from ._program import alias_program, get_program
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -77,9 +78,11 @@ class _JitWrapper(Generic[_P, _T]):
         "_stats",
         "_fun_dynamic",
         "_fun_template",
-        "_fun_check",
+        "_fun_key",
+        "_fun_watch",
         "_rebound",
         "_filter_warning",
+        "_verifying",
         "__dict__",
         "__weakref__",
     )
@@ -89,6 +92,7 @@ class _JitWrapper(Generic[_P, _T]):
     max_traces: int | None
     on_recompile: OnRecompile
     jitkwargs: tuple[tuple[str, Any], ...]
+    verify: bool | None
 
     if TYPE_CHECKING:
         # Copied from `fun` as `functools.update_wrapper` does.
@@ -103,6 +107,7 @@ class _JitWrapper(Generic[_P, _T]):
         max_traces: int | None,
         on_recompile: OnRecompile,
         jitkwargs: dict[str, Any],
+        verify: bool | None = None,
     ):
         init = ft.partial(object.__setattr__, self)
         init("fun", fun)
@@ -110,6 +115,9 @@ class _JitWrapper(Generic[_P, _T]):
         init("max_traces", max_traces)
         init("on_recompile", on_recompile)
         init("jitkwargs", tuple(sorted(jitkwargs.items())))
+        init("verify", verify)
+        # Decided once: reading the environment on every call would cost the hit path.
+        init("_verifying", _verify.enabled(verify))
         which, filter_warning = _DONATE[donate]
         program = get_program(fun, which, jitkwargs)
         # As `functools.update_wrapper`, which a frozen dataclass does not allow.
@@ -143,24 +151,32 @@ class _JitWrapper(Generic[_P, _T]):
         init("_rebound", rebound)
 
     def _resnapshot(self) -> None:
-        snapshot = snapshot_mutables(self.fun)
-        check = None if snapshot is None else MutationCheck(snapshot)
-        object.__setattr__(self, "_fun_check", check)
+        key, watch = compute(self.fun)
+        object.__setattr__(self, "_fun_key", key)
+        object.__setattr__(self, "_fun_watch", watch)
 
     def _check_fun(self) -> Any:
         """The program to call: the function itself may have changed since the last call (a
-        closure cell rebound, a global it reads reassigned), and a compiled program bakes in
-        what it computed then, so a changed function gets the program of its new key."""
-        check = self._fun_check
-        if check is not None:
-            rebound = check.changed()
-            if rebound is not None:
+        closure cell rebound, a global it reads reassigned). An equal key keeps the program; a
+        changed function gets the program of its new key, and its next miss says what changed."""
+        if not self._fun_watch.valid():
+            old = self._fun_key
+            key, watch = compute(self.fun)
+            object.__setattr__(self, "_fun_watch", watch)
+            if key != old:
+                object.__setattr__(self, "_fun_key", key)
                 which, _ = _DONATE[self.donate]
-                program = get_program(self.fun, which, dict(self.jitkwargs), stale=self._program)
-                # Before its first call, a wrapper has nothing stale to explain.
-                self._use(program, rebound if self._stats.calls else None)
-            elif self._rebound is not None:
-                object.__setattr__(self, "_rebound", None)
+                program = get_program(self.fun, which, dict(self.jitkwargs))
+                rebound = None
+                if self._stats.calls:
+                    # Before its first call, a wrapper has nothing stale to explain.
+                    what = describe_change(old, key)
+                    rebound = (
+                        f"`{self.name}` had a value it reads rebound after it was used ({what})"
+                    )
+                self._use(program, rebound)
+        elif self._rebound is not None:
+            object.__setattr__(self, "_rebound", None)
         return self._program
 
     @property
@@ -194,10 +210,21 @@ class _JitWrapper(Generic[_P, _T]):
         finally:
             current.call = previous
         self._stats.calls += 1
-        if call.committed:
+        verified = False
+        if self._verifying:
+            if call.committed:
+                _verify.record(program, entry, donated, kept, self._fun_dynamic)
+            else:
+                _verify.check(program, self, entry, donated, kept, self._fun_dynamic)
+                # The check traced the function: what it changed in itself then is part of the
+                # program too, as after any trace.
+                program.cache.rekey(entry)
+                verified = True
+        if call.committed or verified:
             # What the function changed in itself while traced (a `nonlocal` trace counter) is
             # not a change after the program was made.
             self._resnapshot()
+            alias_program(program, self.fun)
         return out
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
@@ -226,7 +253,7 @@ class _JitWrapper(Generic[_P, _T]):
             current.call = previous
         # Lowering traced the function: what it changed in itself then is not a later change.
         self._resnapshot()
-        entry.resnapshot()
+        program.cache.rekey(entry)
         return Lowered(lowered, self, entry)
 
     def cache_info(self) -> CacheInfo:
@@ -311,6 +338,7 @@ def filter_jit(
     donate: Donate = "none",
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
+    verify: bool | None = None,
 ) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
 
 
@@ -322,6 +350,7 @@ def filter_jit(
     donate: Donate = "none",
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
+    verify: bool | None = None,
 ) -> _JitWrapper[_P, _T]: ...
 
 
@@ -332,6 +361,7 @@ def filter_jit(
     donate: Donate = "none",
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
+    verify: bool | None = None,
     **jitkwargs: Any,
 ) -> Any:
     """A drop-in for `equinox.filter_jit`: JAX and NumPy arrays are traced, everything else is
@@ -349,6 +379,10 @@ def filter_jit(
         [`eqxstable.RecompileError`][] with that miss's reason, before compiling.
     - `on_recompile`: what to do for each miss after the first: `'ignore'` (the default),
         `'warn'` ([`eqxstable.RecompileWarning`][]) or `'raise'` ([`eqxstable.RecompileError`][]).
+    - `verify`: if `True`, every call that reuses a program also traces itself to a jaxpr and
+        compares it with the one the program was compiled from, raising
+        [`eqxstable.StaleProgramError`][] on a difference. `None` (the default) follows the
+        `EQXSTABLE_VERIFY` environment variable (`pytest --eqxstable-verify` sets it).
 
     **Returns:**
 
@@ -389,6 +423,7 @@ def filter_jit(
             donate=donate,
             max_traces=max_traces,
             on_recompile=on_recompile,
+            verify=verify,
             **jitkwargs,
         )
-    return _JitWrapper(fun, donate, max_traces, on_recompile, jitkwargs)
+    return _JitWrapper(fun, donate, max_traces, on_recompile, jitkwargs, verify)

@@ -5,24 +5,15 @@ rebound on a function object (`__defaults__`, `__kwdefaults__`, `__code__`)."""
 import jax.numpy as jnp
 import pytest
 
+from ..helpers import rebindable
 from .harness import check, MODES, Situations
 
 
 SITUATIONS = Situations()
 
 
-def _make(value):
-    """`f(x) = x * c` over its own cell `c`, and a setter that rebinds `c` (`nonlocal`)."""
-    c = value
-
-    def f(x):
-        return x * c
-
-    def set_c(new):
-        nonlocal c
-        c = new
-
-    return f, set_c
+# `f(x) = x * c` over its own cell `c`, and a setter that rebinds `c` (`nonlocal`).
+_make = rebindable
 
 
 def _make_reader(container):

@@ -1,14 +1,15 @@
 """The small hashable objects that stable keys are built from.
 
-A key is a `Key` wrapping nested plain tuples. Inside those tuples three helper types stand for
-things that are not compared by value: `Identity` (this very object, the safe fallback),
-`Namespace` (a module's globals: compared by identity, but that is the normal case for a function,
-not a fallback), and `Equal` (an object of a class with its own `__eq__`/`__hash__`, compared with
-that equality within one exact type).
+A key is a `Key` wrapping nested tuples, each tagged with the exact type (or kind) it stands for.
+Inside them three helper types stand for things that are not compared by value: `Identity` (this
+very object), `Namespace` (a constant: a globals dict, a library module or class; identity is the
+expected key there, not a fallback), and `Equal` (an object of a library class with its own
+`__eq__`/`__hash__`, compared with that equality within one exact type). `FunctionKey` and
+`MutableKey` name the parts of the two compound keys that explanations read.
 """
 
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -73,8 +74,9 @@ class Identity:
 
 
 class Namespace(Identity):
-    """A globals dictionary (or module, class, builtin): compared by identity, as `Identity`, but
-    that is expected rather than a fallback worth reporting."""
+    """A constant: a globals dictionary, a module or class of an installed package, a builtin, a
+    library function. Compared by identity, as `Identity`, but that is the expected key for such
+    an object rather than a fallback worth reporting."""
 
     __slots__ = ()
 
@@ -110,3 +112,24 @@ class Equal:
 
     def __repr__(self) -> str:
         return f"Equal({self.obj!r})"
+
+
+class FunctionKey(NamedTuple):
+    """The key of a Python function: everything its trace can read, by name."""
+
+    tag: str  # always "fn"
+    code: Any  # the code object (nested code, constants and line table included)
+    namespace: Any  # `Namespace` of its globals dict: the same dict is read, now and later
+    defaults: Any
+    kwdefaults: Any
+    cells: tuple  # one per free variable: the contents' key, with `Identity(cell)` if rebindable
+    attrs: tuple  # its `__dict__`
+    globals: tuple  # `(name, key of the value it reads)` for every global it loads
+
+
+class MutableKey(NamedTuple):
+    """The key of an object that can change in place: this very object, and what it holds now.
+    Two different such objects are never equivalent; the same one is when its contents are."""
+
+    identity: Any  # `Identity(obj)`
+    contents: Any

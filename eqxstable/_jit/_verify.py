@@ -1,0 +1,109 @@
+"""Verify mode: every hit is traced again and compared with the program it reuses.
+
+The keys take installed packages and the standard library as constants, and read a function's
+globals from its bytecode. A user who monkeypatches a library function, or reads globals through
+`globals()[name]`, breaks those assumptions silently. Verify mode checks them, call by call: when
+a program is compiled its jaxpr is recorded (from JAX's own trace cache, so the function is not
+run again), and every later call that reuses it traces the call's own objects to a jaxpr with
+`jax.make_jaxpr` and compares the two. A difference raises `es.StaleProgramError`.
+
+It is on for a wrapper made with `verify=True`, for every wrapper when `EQXSTABLE_VERIFY=1` is
+in the environment, and under `pytest --eqxstable-verify`. It costs a trace per call: a check for
+tests, not for production.
+"""
+
+import os
+from typing import Any
+
+import jax
+
+from .._errors import StaleProgramError
+
+
+MSG_STALE = (
+    "`{name}` reused a compiled program that no longer matches what the call computes (verify "
+    "mode): traced again with the objects of this call, its jaxpr differs from the one the "
+    "program was compiled from, at `{path}`: {what}. Something the trace reads changed in a way "
+    "its key does not see (a library function monkeypatched, a global read through `globals()`, "
+    "an object changed through a C extension). Pass what changes as an argument, or call "
+    "`es.clear_caches()` after the change."
+)
+
+
+def enabled(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
+
+
+def _fingerprint(closed: Any) -> tuple[str, tuple]:
+    consts = []
+    for c in closed.consts:
+        try:
+            consts.append((str(c.dtype), tuple(c.shape), bytes(jax.device_get(c).tobytes())))
+        except Exception:
+            consts.append((type(c).__name__, id(c)))
+    return str(closed.jaxpr), tuple(consts)
+
+
+def _avals(donated: list, kept: list, fun_dynamic: list) -> tuple:
+    return tuple(
+        (jax.typeof(x), getattr(x, "sharding", None)) if hasattr(jax, "typeof") else repr(x)
+        for x in (*donated, *kept, *fun_dynamic)
+    )
+
+
+def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: list) -> None:
+    """After a miss: the jaxpr the program was compiled from, for these argument types."""
+    traced = program.jitted.trace(donated, kept, fun_dynamic, entry)
+    jaxprs = getattr(entry, "jaxprs", None)
+    if jaxprs is None:
+        jaxprs = entry.jaxprs = {}
+    jaxprs[_avals(donated, kept, fun_dynamic)] = _fingerprint(traced.jaxpr)
+
+
+def check(
+    program: Any, wrapper: Any, entry: Any, donated: list, kept: list, fun_dynamic: list
+) -> None:
+    """After a hit: trace the call's own objects and compare with the recorded jaxpr."""
+    jaxprs = getattr(entry, "jaxprs", None)
+    if jaxprs is None:
+        jaxprs = entry.jaxprs = {}
+    avals = _avals(donated, kept, fun_dynamic)
+    expected = jaxprs.get(avals)
+    if expected is None:
+        # Compiled before verify mode was on: what it was compiled from is the cached trace.
+        record(program, entry, donated, kept, fun_dynamic)
+        expected = jaxprs[avals]
+
+    def replay(donated: list, kept: list, fun_dynamic: list) -> Any:
+        fun = program.rebuild_fun(wrapper._fun_template, fun_dynamic)
+        args, kwargs = entry.rebuild(donated, kept)
+        return program.split_output(fun(*args, **kwargs))
+
+    actual = _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+    if actual != expected:
+        raise StaleProgramError(
+            MSG_STALE.format(
+                name=program.qualname, path=_path(wrapper, entry), what=_what(expected, actual)
+            )
+        )
+
+
+def _path(wrapper: Any, entry: Any) -> str:
+    statics = [i for i, s in enumerate(entry.static_sel) if s]
+    if not statics:
+        return wrapper.name
+    # The statics are what a key could have missed; name them all, the function first.
+    return ", ".join([wrapper.name, *(f"leaf {i}" for i in statics)][:4])
+
+
+def _what(expected: tuple, actual: tuple) -> str:
+    if expected[0] != actual[0]:
+        old = expected[0].splitlines()
+        new = actual[0].splitlines()
+        for a, b in zip(old, new):
+            if a != b:
+                return f"`{a.strip()}` became `{b.strip()}`"
+        return f"{len(old)} lines became {len(new)}"
+    return "the constants it captured have other values"

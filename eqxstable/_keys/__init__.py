@@ -1,0 +1,112 @@
+"""The keys layer: `stable_key`, a type-exact key for "behaves identically inside a traced
+computation", and the `Watch` that says cheaply whether a key computed earlier still holds.
+
+See `README.md` in this folder for the rules (what is keyed by value, by identity and watched,
+and taken as constant) and why each is sound.
+"""
+
+from typing import Any
+
+from . import _context, _rules
+from ._context import Ctx, key, recall, remember
+from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
+from ._watch import merge, Watch
+
+
+def compute(obj: Any) -> tuple[Key, Watch]:
+    """The key of `obj` computed now, with the watch that says when it may have changed."""
+    entry = recall(obj)
+    if entry is not None:
+        watch = entry.watch.strong()
+        if watch is not None:
+            return entry.key, watch
+    ctx = Ctx()
+    parts = key(obj, ctx, True)
+    result = Key(parts, ctx.identity)
+    watch = ctx.watch()
+    if not ctx.copied_arrays:
+        # Not when an array was keyed by contents: `intern` hands out a read-only copy of the
+        # object, and the original stays writable, so its key must be computed afresh.
+        remember(obj, result, watch)
+    return result, watch
+
+
+def compute_node_data(data: Any) -> tuple[Key, Watch]:
+    """The key of pytree node data: the lists, dicts and sets in it are made afresh by each
+    flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
+    ctx = Ctx(by_value=True)
+    parts = key(data, ctx, False)
+    return Key(parts, ctx.identity), ctx.watch()
+
+
+def stable_key(obj: Any) -> Key:
+    """The key that [`eqxstable.intern`][] uses.
+
+    `stable_key(a) == stable_key(b)` exactly when `a` and `b` are equivalent: guaranteed to
+    behave identically inside a traced computation, now and later. Keys are type-exact (`1`,
+    `1.0`, `True` and `np.int32(1)` are four keys; `0.0` and `-0.0` differ). A function's key
+    covers everything its trace can read: its code, closure cells, defaults, attributes and the
+    globals it loads, followed into the user's own helpers, classes and modules. An object that
+    can change in place is keyed by its identity together with what it holds now.
+
+    **Arguments:**
+
+    - `obj`: any Python object.
+
+    **Returns:**
+
+    A hashable key. The key of an object that changed (a global it reads was rebound, a list it
+    captures was appended to) is computed afresh on the next call.
+
+    !!! example
+
+        ```python
+        import eqxstable as es
+
+        def make(scale):
+            return lambda x: x * scale
+
+        assert es.stable_key(make(2.0)) == es.stable_key(make(2.0))
+        assert es.stable_key(make(2.0)) != es.stable_key(make(2))
+        assert es.stable_key(1) != es.stable_key(1.0)
+        ```
+    """
+    entry = recall(obj)
+    if entry is not None:
+        return entry.key
+    return compute(obj)[0]
+
+
+def key_uses_identity(key: Key) -> bool:
+    """Whether `key` names some changeable object by identity (a list, a plain object, a loop
+    variable's cell): an equivalent rebuilt object will then get a different key."""
+    return key.identity
+
+
+def warns_hash_without_eq(t: type) -> bool:
+    """Whether objects of type `t` are keyed by identity with an `es.StabilityWarning` because
+    the class defines `__hash__` but not `__eq__`."""
+    return _rules.resolve(t) is _rules.hash_without_eq
+
+
+def clear() -> None:
+    """Forgets every memoised key."""
+    _context.memo.clear()
+
+
+__all__ = [
+    "clear",
+    "compute",
+    "compute_node_data",
+    "Equal",
+    "FunctionKey",
+    "Identity",
+    "Key",
+    "key_uses_identity",
+    "merge",
+    "MutableKey",
+    "Namespace",
+    "stable_key",
+    "Watch",
+    "warns_hash_without_eq",
+]

@@ -1,0 +1,177 @@
+"""Keys of callables: a Python function by everything its trace can read (code, closure cells,
+defaults, attributes, and the globals it loads, followed into the user's own helpers, classes and
+modules), partials, bound methods, builtins, and `jax.jit` functions with all their options."""
+
+import builtins
+import functools as ft
+import types
+from typing import Any
+
+import jax
+
+from ._code import reads, sealed_cells
+from ._context import compound, Ctx, identity, key, recall
+from ._origin import library_code, library_module
+from ._types import FunctionKey, Identity, Namespace
+from ._values import dict_state, extra_attrs
+from ._watch import MISSING
+
+
+PjitFunction = type(jax.jit(lambda: None))
+_EMPTY = ("empty-cell",)
+# Builtins through which a function can read any global by a name its bytecode does not show.
+_DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
+
+
+def fn_state(f: types.FunctionType) -> tuple:
+    """Everything about a function that can be rebound in place after it was keyed."""
+    state: list[Any] = [f.__code__, f.__defaults__, f.__kwdefaults__]
+    if f.__kwdefaults__:
+        state.extend(dict_state(f.__kwdefaults__))
+    if f.__closure__:
+        for cell in f.__closure__:
+            try:
+                state.append(cell.cell_contents)
+            except ValueError:
+                state.append(_EMPTY)
+    d = f.__dict__
+    if d:
+        state.extend(dict_state(d))
+    return tuple(state)
+
+
+def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
+    if not f.__closure__:
+        return ()
+    sealed = sealed_cells(f, library)
+    out = []
+    for cell, is_sealed in zip(f.__closure__, sealed):
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            out.append((_EMPTY, identity(cell, ctx)))
+            continue
+        part = key(contents, ctx, False)
+        if not is_sealed:
+            # A loop variable, or one a `nonlocal` setter may rebind: never shared with a
+            # closure over another cell, whatever the two hold now.
+            part = (identity(cell, ctx), part)
+        out.append(part)
+    return tuple(out)
+
+
+def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx) -> Any:
+    """The key of what a function reads through the global `name`."""
+    value = namespace.get(name, MISSING)
+    ctx.names.append((namespace, name, value))
+    if value is MISSING:
+        # A builtin (the standard library is constant); defining the global later is seen.
+        return ("builtin", name, Namespace(getattr(builtins, name, None)))
+    if attrs is not None and isinstance(value, types.ModuleType) and not library_module(value):
+        # `config.LR`: the attributes read, each by value (and `importlib.reload` is seen).
+        d = value.__dict__
+        parts = []
+        for attr in attrs:
+            v = d.get(attr, MISSING)
+            ctx.names.append((d, attr, v))
+            parts.append((attr, MISSING if v is MISSING else key(v, ctx, False)))
+        return ("module", Namespace(value), tuple(parts))
+    return key(value, ctx, False)
+
+
+@compound
+def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
+    memo = recall(f)
+    if memo is not None:
+        watch = memo.watch.strong()
+        if watch is not None:
+            ctx.extend(watch)
+            ctx.identity |= memo.key.identity
+            return memo.key.parts
+    code = f.__code__
+    library = library_code(code)
+    if not library:
+        ctx.states.append((f, fn_state, fn_state(f)))
+    cells = _cells(f, ctx, library)
+    kwdefaults = f.__kwdefaults__
+    globals_read: tuple = ()
+    if not library:
+        r = reads(code)
+        names = r.names
+        looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
+        if any(v is d for v in looked_up for d in _DYNAMIC):
+            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
+            names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
+            names = tuple(dict.fromkeys(names))
+        globals_read = tuple(
+            (name, _global(f.__globals__, name, r.attrs.get(name), ctx)) for name in names
+        )
+    return FunctionKey(
+        "fn",
+        code,
+        Namespace(f.__globals__),
+        key(f.__defaults__, ctx, False),
+        tuple((k, key(v, ctx, False)) for k, v in kwdefaults.items()) if kwdefaults else (),
+        cells,
+        extra_attrs(f, ctx),
+        globals_read,
+    )
+
+
+def _partial_state(p: ft.partial) -> tuple:
+    return (p.func, p.args, *dict_state(p.keywords))
+
+
+@compound
+def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
+    # `functools.partial` and `jax.tree_util.Partial`: the keywords dict is the partial's own
+    # (copied when it was made), so it is keyed by contents, and watched.
+    ctx.states.append((p, _partial_state, _partial_state(p)))
+    return (
+        type(p),
+        key(p.func, ctx, False),
+        key(p.args, ctx, False),
+        tuple((k, key(v, ctx, False)) for k, v in p.keywords.items()),
+        extra_attrs(p, ctx),
+    )
+
+
+@compound
+def method(m: types.MethodType, ctx: Ctx, content_ok: bool) -> Any:
+    return ("method", key(m.__func__, ctx, False), key(m.__self__, ctx, False))
+
+
+@compound
+def builtin(f: Any, ctx: Ctx, content_ok: bool) -> Any:
+    owner = getattr(f, "__self__", None)
+    if owner is None or isinstance(owner, types.ModuleType):
+        return Namespace(f)
+    return ("builtin-method", f.__name__, key(owner, ctx, False))
+
+
+@compound
+def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # `jax.jit(fun, **options)` keeps `fun` and every option in `_fun` and `_jit_info`. These
+    # are JAX internals: if they move, fall back to identity (`tests/test_keys.py` notices).
+    try:
+        fun, info = f._fun, f._jit_info
+    except AttributeError:
+        return identity(f, ctx)
+    return ("jit", key(fun, ctx, False), key(info, ctx, False))
+
+
+@compound
+def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """An object of a library class with no value semantics (`jax.custom_jvp`, say): itself,
+    with its attributes by value, watched (`defvjp` changes a rule in place)."""
+    d = getattr(obj, "__dict__", None)
+    if not d:
+        # A stateless sentinel (`object()`, JAX's `UNSPECIFIED`): a constant.
+        return Namespace(obj)
+    if type(d) is not dict:
+        return identity(obj, ctx)
+    if not any(type(v) is types.FunctionType and not library_code(v.__code__) for v in d.values()):
+        # Wrapping only library code (`jax.nn.relu`, a `custom_jvp` of JAX's): a constant, and
+        # not watched, which would cost every call of a jitted function that captures it.
+        return Namespace(obj)
+    return ("object", Identity(obj), Namespace(type(obj)), extra_attrs(obj, ctx))

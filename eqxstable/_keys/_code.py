@@ -1,0 +1,221 @@
+"""What a function's bytecode can read, and whether its closure cells can still be rebound.
+
+Both are properties of code objects, which never change, so they are computed once per code
+object. The analysis only ever answers "maybe" when it cannot prove something, and every "maybe"
+costs a recompile, never a wrong answer.
+"""
+
+import dis
+import types
+import weakref
+from typing import Any, NamedTuple
+
+
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_WRITES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+class Reads(NamedTuple):
+    """The globals a code object (and the code nested in it) loads."""
+
+    names: tuple[str, ...]
+    # For each global read only as `name.attr` (a module's or class's attribute): those attributes.
+    # A global used any other way (called, passed on) is absent here and read whole.
+    attrs: dict[str, tuple[str, ...]]
+
+
+_reads: dict[int, tuple[weakref.ref, Reads]] = {}
+
+
+def _memo(table: dict, code: types.CodeType, compute: Any) -> Any:
+    hit = table.get(id(code))
+    if hit is not None and hit[0]() is code:
+        return hit[1]
+    result = compute(code)
+    i = id(code)
+    table[i] = (weakref.ref(code, lambda r, i=i: table.pop(i, None)), result)
+    return result
+
+
+def _nested(code: types.CodeType) -> list[types.CodeType]:
+    return [c for c in code.co_consts if isinstance(c, types.CodeType)]
+
+
+def _compute_reads(code: types.CodeType) -> Reads:
+    names: dict[str, None] = {}
+    attrs: dict[str, set[str] | None] = {}
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending.extend(_nested(c))
+        instructions = list(dis.get_instructions(c))
+        for i, ins in enumerate(instructions):
+            if ins.opname not in _LOADS or not isinstance(ins.argval, str):
+                continue
+            name = ins.argval
+            names[name] = None
+            nxt = instructions[i + 1] if i + 1 < len(instructions) else None
+            if nxt is not None and nxt.opname in _ATTRS and isinstance(nxt.argval, str):
+                seen = attrs.setdefault(name, set())
+                if seen is not None:
+                    seen.add(nxt.argval)
+            else:
+                attrs[name] = None  # used whole
+    return Reads(
+        tuple(names),
+        {name: tuple(sorted(seen)) for name, seen in attrs.items() if seen is not None},
+    )
+
+
+def reads(code: types.CodeType) -> Reads:
+    """The globals that `code` loads, with the attributes read from each."""
+    return _memo(_reads, code, _compute_reads)
+
+
+#
+# Closure cells: can this cell still be rebound?
+#
+
+_sealed: dict[int, tuple[weakref.ref, Any]] = {}
+
+
+def _codes_of(obj: Any, depth: int = 0) -> list[types.CodeType]:
+    """The code objects an object found by a qualified name may hold: a function's (through
+    decorators that set `__wrapped__`), a method's, or every method's of a class."""
+    for _ in range(64):
+        inner = getattr(obj, "__wrapped__", None) or getattr(obj, "__func__", None)
+        if inner is None or inner is obj:
+            break
+        obj = inner
+    if isinstance(obj, property):
+        return [c for f in (obj.fget, obj.fset, obj.fdel) for c in _codes_of(f, depth)]
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return [code]
+    if isinstance(obj, type) and depth < 2:
+        return [c for v in vars(obj).values() for c in _codes_of(v, depth + 1)]
+    return []
+
+
+def _path_to(top: types.CodeType, target: types.CodeType) -> list[types.CodeType] | None:
+    """The chain of code objects from `top` down to `target` (found by identity), or `None`."""
+    if top is target:
+        return [top]
+    for child in _nested(top):
+        path = _path_to(child, target)
+        if path is not None:
+            return [top, *path]
+    return None
+
+
+def _enclosing(f: types.FunctionType) -> list[types.CodeType] | None:
+    """The code objects lexically enclosing `f`'s code, outermost first, found from its qualified
+    name in its globals and checked by identity (a redefined outer function is not found)."""
+    code = f.__code__
+    qualname = getattr(code, "co_qualname", None) or getattr(f, "__qualname__", "")
+    if not isinstance(qualname, str) or ".<locals>." not in qualname:
+        return None
+    head, *_ = qualname.split(".<locals>.")
+    first, *rest = head.split(".")
+    obj = f.__globals__.get(first)
+    for name in rest:
+        obj = getattr(obj, name, None)
+    for top in _codes_of(obj):
+        path = _path_to(top, code)
+        if path is not None:
+            return path[:-1]
+    return None
+
+
+def _loops(instructions: list) -> list[tuple[int, int]]:
+    return [
+        (ins.argval, ins.offset)
+        for ins in instructions
+        if ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
+    ]
+
+
+def _writes_once(owner: types.CodeType, name: str) -> bool:
+    """Whether the cell variable `name` of `owner` can no longer be rebound once a closure over
+    it holds a value: never deleted, assigned by no nested function (`nonlocal`), and in `owner`
+    either assigned by one instruction outside any loop, or assigned only before every closure
+    over it is made (a parameter normalised first, `lr = float(lr)`), with no loop around either.
+    """
+    instructions = list(dis.get_instructions(owner))
+    stores = [i.offset for i in instructions if i.opname in _WRITES and i.argval == name]
+    if any(i.opname == "DELETE_DEREF" and i.argval == name for i in instructions):
+        return False
+    loops = _loops(instructions)
+
+    def in_loop(at: int) -> bool:
+        return any(start <= at <= end for start, end in loops)
+
+    if stores:
+        closures = [
+            i.offset for i in instructions if i.opname == "LOAD_CLOSURE" and i.argval == name
+        ]
+        once = len(stores) == 1 and not in_loop(stores[0])
+        before = (
+            bool(closures)
+            and max(stores) < min(closures)
+            and not any(map(in_loop, stores + closures))
+        )
+        if not (once or before):
+            return False
+    # Nested code sharing the variable (it is among their free variables) must never write it.
+    pending = [c for c in _nested(owner) if name in c.co_freevars]
+    while pending:
+        c = pending.pop()
+        if any(i.opname in _WRITES and i.argval == name for i in dis.get_instructions(c)):
+            return False
+        pending.extend(x for x in _nested(c) if name in x.co_freevars)
+    return True
+
+
+def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
+    code = f.__code__
+    chain = _enclosing(f)
+    out = []
+    for name in code.co_freevars:
+        if name == "__class__":
+            # Set once by `type.__new__` for methods that use `super()`.
+            out.append(True)
+            continue
+        if library:
+            # Installed packages are constants: their closures are not rebound once made.
+            out.append(True)
+            continue
+        owner = None
+        for c in reversed(chain or ()):
+            if name in c.co_cellvars:
+                owner = c
+                break
+        if owner is None:
+            # Not found (a redefined or unusual enclosing function): it may still be rebound.
+            out.append(False)
+        else:
+            out.append(_writes_once(owner, name))
+    return tuple(out)
+
+
+def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
+    """For each closure cell of `f`, whether it can no longer be rebound once it holds a value.
+
+    A sealed cell is keyed by its contents alone, so closures rebuilt by the same factory are
+    equivalent. Any other cell is keyed by its identity too: two closures over different loop
+    variables (or over variables that a `nonlocal` setter may rebind) are never equivalent,
+    whatever they hold now. An empty cell is never sealed.
+    """
+    hit = _sealed.get(id(f.__code__))
+    code = f.__code__
+    if hit is not None and hit[0]() is code:
+        return hit[1]
+    result = _compute_sealed(f, library)
+    if _enclosing(f) is not None or library:
+        # Only a found enclosing code (or the library rule) makes the answer a property of the
+        # code object; otherwise the outer function may be defined later, so ask again.
+        i = id(code)
+        _sealed[i] = (weakref.ref(code, lambda r, i=i: _sealed.pop(i, None)), result)
+    return result

@@ -1,0 +1,106 @@
+"""The one table of keying rules: which handler keys an object of a given type.
+
+Read top to bottom, it says what is keyed by value, what by identity and watched, and what is
+taken as constant; `README.md` beside this file gives the same table with the reason each rule
+is sound. The choice depends on the type only, so it is made once per type.
+"""
+
+import dataclasses
+import enum
+import functools as ft
+import types
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
+from . import _callables as c, _values as v
+from ._context import Ctx, Handler
+from ._origin import library_class
+
+
+def _code(obj: types.CodeType, ctx: Ctx, content_ok: bool) -> Any:
+    # Code objects compare by value: bytecode, names, line table and constants (type-exactly).
+    return (types.CodeType, obj)
+
+
+def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    cls = type(obj)
+    warn(MSG_HASH_WITHOUT_EQ.format(cls=f"{cls.__module__}.{cls.__qualname__}"), StabilityWarning)
+    return v.mutable(obj, ctx, content_ok)
+
+
+def _class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
+    if library_class(cls):
+        return v.constant(cls, ctx, content_ok)
+    return v.user_class(cls, ctx, content_ok)
+
+
+_EXACT: dict[type, Handler] = {
+    int: v.value,
+    bool: v.value,
+    str: v.value,
+    bytes: v.value,
+    type(None): v.value,
+    type(Ellipsis): v.value,
+    type(NotImplemented): v.value,
+    float: v.float_,
+    complex: v.complex_,
+    range: v.range_,
+    slice: v.slice_,
+    tuple: v.tuple_,
+    frozenset: v.frozenset_,
+    types.CodeType: _code,
+    types.FunctionType: c.function,
+    types.MethodType: c.method,
+    types.BuiltinFunctionType: c.builtin,
+    types.ModuleType: v.module,
+    c.PjitFunction: c.pjit,
+    np.ndarray: v.ndarray,
+    list: v.mutable,
+    dict: v.mutable,
+    set: v.mutable,
+    bytearray: v.mutable,
+}
+
+
+def resolve(t: type) -> Handler:
+    """Chooses the handler for objects of exactly type `t`."""
+    if t in _EXACT:
+        return _EXACT[t]
+    if issubclass(t, type):
+        return _class
+    if issubclass(t, ft.partial):
+        return c.partial
+    if issubclass(t, enum.Enum):
+        return v.enum_
+    if issubclass(t, np.generic) and not issubclass(t, np.object_):
+        return v.numpy_scalar
+    if issubclass(t, jax.Array):
+        return v.jax_array
+    if issubclass(t, np.ndarray):
+        return v.mutable  # a subclass may add state of its own
+    if issubclass(t, (bool, int, float, complex, str, bytes)):
+        return v.builtin_subclass
+    if issubclass(t, tuple):
+        return v.tuple_subclass
+    if issubclass(t, frozenset):
+        return v.frozenset_
+    if issubclass(t, (list, dict, set, bytearray)):
+        return v.mutable
+    if dataclasses.is_dataclass(t) and (
+        t.__dataclass_params__.frozen  # pyright: ignore[reportAttributeAccessIssue]
+        or issubclass(t, eqx.Module)
+    ):
+        return v.frozen_dataclass
+    has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
+    has_eq = t.__eq__ is not object.__eq__
+    if has_hash and has_eq:
+        return v.by_reduce
+    if has_hash:
+        return hash_without_eq
+    if library_class(t):
+        return c.library_object
+    return v.mutable

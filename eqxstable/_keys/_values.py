@@ -1,0 +1,348 @@
+"""Keys of values: numbers and strings by exact type and bits, immutable containers by their
+items, objects that can change in place by their identity and their contents, NumPy arrays by
+dtype, shape and bytes, and hashable library objects by what `pickle` would save of them."""
+
+import copyreg
+import dataclasses
+import functools as ft
+import struct
+import types
+from typing import Any
+
+import numpy as np
+
+from ._context import compound, Ctx, identity, key
+from ._origin import library_class, library_module
+from ._types import Equal, Identity, MutableKey, Namespace
+from ._watch import MISSING
+
+
+_pack_double = struct.Struct("<d").pack
+# Attributes that never change what an object computes; `__annotations__` is a fresh dict per
+# function, which would otherwise make every rebuilt function look new.
+IGNORED_ATTRS = frozenset({"__doc__", "__annotations__", "__module__", "__qualname__"})
+
+
+def value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    return (type(obj), obj)
+
+
+def float_(obj: float, ctx: Ctx, content_ok: bool) -> Any:
+    # Bits, not `==`: `0.0` and `-0.0` differ, and a NaN equals a NaN with the same bits.
+    return (float, _pack_double(obj))
+
+
+def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
+    return (complex, _pack_double(obj.real), _pack_double(obj.imag))
+
+
+def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
+    return (type(obj), dtype_key(obj.dtype), obj.tobytes())
+
+
+@ft.lru_cache(maxsize=1024)
+def _dtype_key(dtype: np.dtype) -> Any:
+    # The full description: `str` alone says `|V8` for every 8-byte structured dtype.
+    return (dtype.str, repr(dtype), dtype.isalignedstruct)
+
+
+def dtype_key(dtype: np.dtype) -> Any:
+    try:
+        return _dtype_key(dtype)
+    except TypeError:
+        return repr(dtype)
+
+
+def range_(obj: range, ctx: Ctx, content_ok: bool) -> Any:
+    # Not `range.__eq__`, which calls all empty ranges equal.
+    return (range, obj.start, obj.stop, obj.step)
+
+
+def slice_(obj: slice, ctx: Ctx, content_ok: bool) -> Any:
+    return (slice, key(obj.start, ctx, False), key(obj.stop, ctx, False), key(obj.step, ctx, False))
+
+
+@compound
+def enum_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # By value, not name: `IntFlag` pseudo-members such as `Perm(0)` and `Perm(8)` have no name.
+    return ("enum", Namespace(type(obj)), key(obj._value_, ctx, False), extra_attrs(obj, ctx))
+
+
+def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A library module or class, a builtin: one object for the whole process."""
+    return Namespace(obj)
+
+
+@compound
+def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
+
+
+@compound
+def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    # NamedTuples and other subclasses: the exact class, the items and any instance attributes,
+    # whatever `__eq__` the class defines. Only NamedTuples are rebuilt with read-only arrays.
+    content_ok = content_ok and hasattr(obj, "_make")
+    items = tuple([key(x, ctx, content_ok) for x in obj])
+    return (type(obj), items, extra_attrs(obj, ctx))
+
+
+@compound
+def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
+    # In iteration order: equal frozensets can iterate differently, and code may loop over one.
+    items = tuple([key(x, ctx, content_ok) for x in obj])
+    return (type(obj), items, extra_attrs(obj, ctx))
+
+
+@compound
+def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A subclass of `int`, `float`, `complex`, `str` or `bytes`: its exact type, the builtin
+    value (never the subclass's own `==`) and its attributes."""
+    for base in (bool, int, float, complex, str, bytes):
+        if isinstance(obj, base):
+            return (type(obj), key(base(obj), ctx, False), extra_attrs(obj, ctx))  # pyright: ignore
+    return identity(obj, ctx)
+
+
+def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
+    d = getattr(obj, "__dict__", None)
+    if not d:
+        return ()
+    if type(d) is dict:
+        ctx.states.append((obj, attrs_state, attrs_state(obj)))
+    return tuple(
+        [(k, key(v, ctx, False)) for k, v in d.items() if k not in skip and k not in IGNORED_ATTRS]
+    )
+
+
+def attrs_state(obj: Any) -> tuple:
+    d = obj.__dict__
+    return (len(d), *d.keys(), *d.values())
+
+
+def list_state(obj: list) -> tuple:
+    return (len(obj), *obj)
+
+
+def dict_state(d: dict) -> tuple:
+    return (len(d), *d.keys(), *d.values())
+
+
+def set_state(s: Any) -> tuple:
+    return (len(s), *s)
+
+
+_slot_names: dict[type, tuple[str, ...]] = {}
+
+
+def slots_of(cls: type) -> tuple[str, ...]:
+    names = _slot_names.get(cls)
+    if names is None:
+        names = _slot_names[cls] = tuple(
+            name
+            for c in cls.__mro__
+            for name in getattr(c, "__slots__", ())
+            if isinstance(name, str) and name not in ("__dict__", "__weakref__")
+        )
+    return names
+
+
+def object_state(obj: Any) -> tuple:
+    attrs = getattr(obj, "__dict__", None)
+    slots = tuple(getattr(obj, name, MISSING) for name in slots_of(type(obj)))
+    if attrs is None:
+        return slots
+    return (len(attrs), *attrs.keys(), *attrs.values(), *slots)
+
+
+def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """An object that can change in place: this very object, and what it holds now (watched)."""
+    if ctx.by_value and type(obj) in (list, dict, set):
+        return _container_contents(obj, ctx)
+    ctx.identity = True
+    if isinstance(obj, list):
+        ctx.states.append((obj, list_state, list_state(obj)))
+        contents: Any = tuple([key(x, ctx, False) for x in obj])
+    elif isinstance(obj, dict):
+        ctx.states.append((obj, dict_state, dict_state(obj)))
+        contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
+    elif isinstance(obj, (set, bytearray)):
+        # Their contents change without any identity changing: a copy is compared instead.
+        ctx.states.append((obj, _copy_state, ()))
+        contents = tuple([key(x, ctx, False) for x in obj])
+    else:
+        ctx.states.append((obj, object_state, object_state(obj)))
+        slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
+        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx), slots)
+    return MutableKey(Identity(obj), (type(obj), contents))
+
+
+mutable = compound(_mutable)
+
+
+def _container_contents(obj: Any, ctx: Ctx) -> Any:
+    if type(obj) is dict:
+        ctx.states.append((obj, dict_state, dict_state(obj)))
+        return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
+    ctx.states.append(
+        (obj, list_state, list_state(obj)) if type(obj) is list else (obj, _copy_state, ())
+    )
+    return (type(obj), tuple([key(x, ctx, False) for x in obj]))
+
+
+def _copy_state(obj: Any) -> tuple:
+    # Never identical to the saved `()` once non-empty, so a non-empty set always asks for its
+    # key again: correct, and rare (sets are seldom captured by jitted functions).
+    return tuple(obj)
+
+
+def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
+    if obj.dtype.hasobject:
+        return mutable_array(obj, ctx)
+    contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
+    if content_ok:
+        ctx.copied_arrays = True
+        return contents
+    # Reached through a callable or an object, where it stays the user's mutable array.
+    ctx.identity = True
+    ctx.blobs.append((obj, contents[3]))
+    return MutableKey(Identity(obj), contents)
+
+
+def mutable_array(obj: np.ndarray, ctx: Ctx) -> Any:
+    ctx.identity = True
+    items = obj.ravel().tolist()
+    ctx.states.append((obj, lambda a: tuple(a.ravel().tolist()), tuple(items)))
+    return MutableKey(Identity(obj), (dtype_key(obj.dtype), obj.shape, tuple(items)))
+
+
+@compound
+def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A frozen dataclass or an Equinox module: its exact class and its fields by value.
+
+    A dict held by a library's module is the module's own (the `keywords` of `equinox.Partial`):
+    keyed by its contents and watched. A user's module could share its dicts and lists with the
+    caller, so they are keyed as usual (identity and contents)."""
+    t = type(obj)
+    values = []
+    owned = _owns_dicts(t)
+    for name in field_names(t):
+        v = getattr(obj, name, MISSING)
+        if owned and type(v) is dict:
+            ctx.states.append((v, dict_state, dict_state(v)))
+            values.append((name, dict, tuple((k, key(x, ctx, False)) for k, x in v.items())))
+        else:
+            values.append((name, key(v, ctx, False)))
+    return (key(t, ctx, False), tuple(values), extra_attrs(obj, ctx, skip=field_names(t)))
+
+
+def _owns_dicts(t: type) -> bool:
+    # A library's module (`equinox.Partial`, the wrapper `equinox.filter_vmap` returns) builds
+    # its dicts from `**kwargs` and never changes them: installed packages are constants.
+    return library_class(t)
+
+
+@ft.cache
+def field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@compound
+def by_reduce(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A hashable object (by Python's data model, immutable): its exact class and what `pickle`
+    saves of it, keyed by value. `Decimal('1.00')` and `Decimal('1.0')`, or a `datetime` in two
+    time zones, are equal under `==` but not here. Where that state cannot be had, or holds
+    changeable objects, a library class's own `==` is used, and a user's object is its identity
+    and contents."""
+    t = type(obj)
+    try:
+        hash(obj)
+    except Exception:
+        return identity(obj, ctx)
+    try:
+        reduced = obj.__reduce_ex__(4)
+    except Exception:
+        reduced = None
+    if isinstance(reduced, tuple) and len(reduced) >= 2:
+        # What `__reduce_ex__` returns is made afresh: its lists and dicts are keyed by contents.
+        sub = Ctx(by_value=True)
+        sub.stack, sub.depth = ctx.stack, ctx.depth
+        func, args, *rest = reduced
+        if func is copyreg.__newobj__ or func is copyreg._reconstructor:  # pyright: ignore
+            args = args[1:]
+        attrs: Any = ()
+        if rest and rest[0] is getattr(obj, "__dict__", MISSING):
+            # The object's own attributes: by value (and watched), not as a changeable dict.
+            attrs, rest = extra_attrs(obj, sub), rest[1:]
+        try:
+            state = (key((args, *rest), sub, False), attrs)
+        except Exception:
+            state = None
+        if state is not None and not sub.identity:
+            ctx.extend(sub.watch())
+            return (Namespace(t), key(func, ctx, False), state)
+    if library_class(t):
+        try:
+            return Equal(obj, hash(obj))
+        except Exception:
+            return identity(obj, ctx)
+    return _mutable(obj, ctx, content_ok)
+
+
+@compound
+def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
+    """A class defined in the user's code: its identity and everything in its namespace (and
+    in that of its user base classes), so that assigning a class attribute is seen."""
+    out = []
+    for c in cls.__mro__:
+        if c is object or library_class(c):
+            continue
+        d = c.__dict__
+        ctx.states.append((c, _class_state, _class_state(c)))
+        # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
+        # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
+        # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
+        # wrapped with a `set` of its own for `__repr__`) add nothing the fields do not say.
+        items = tuple(
+            (k, key(v, ctx, False))
+            for k, v in d.items()
+            if k not in IGNORED_ATTRS and not (_dunder(k) and (not callable(v) or _generated(v)))
+        )
+        out.append((Namespace(c), items))
+    return ("class", Namespace(cls), tuple(out))
+
+
+def _generated(f: Any) -> bool:
+    f = getattr(f, "__wrapped__", f)
+    code = getattr(f, "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _class_state(c: type) -> tuple:
+    d = c.__dict__
+    return (len(d), *d.values())
+
+
+def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
+    if library_module(m):
+        return Namespace(m)
+    return user_module(m, ctx, content_ok)
+
+
+@compound
+def user_module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
+    """A module of the user's own, read whole (passed on, not just `m.attr`): every name in it."""
+    d = m.__dict__
+    ctx.states.append((d, dict_state, dict_state(d)))
+    items = tuple((k, key(v, ctx, False)) for k, v in d.items() if not k.startswith("__"))
+    return ("module", Namespace(m), items)
+
+
+def jax_array(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # Immutable, and too costly to key by contents: this very array.
+    ctx.identity = True
+    return Identity(obj)

@@ -1,0 +1,142 @@
+"""`Watch`: the flat list of cheap checks that say a key computed earlier is still the key now.
+
+A key is a function of the present state of what it covers. Recomputing it on every call would
+cost tens of microseconds, so each computation also records, for everything whose change could
+change the key, how to see that it did not: an object's state (closure cell contents, a list's
+items, a dict's values, an object's attributes) compared item by item with `is`; a name in a
+namespace (a global, a module or class attribute) compared with `is`; the bytes of a NumPy array
+compared with `==`. When every check passes, the key is unchanged. When one fails, the key is
+recomputed, which is the authoritative answer (a global rebound to an equal value keeps its key).
+"""
+
+import operator
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+
+_is = operator.is_
+_MISSING = object()
+# (object, state function, state it had): valid while `state_fn(obj)` holds the same objects.
+State = tuple[Any, Callable[[Any], tuple], tuple]
+# (namespace, name, value it had): valid while `namespace.get(name)` is the same object.
+Name = tuple[Any, str, Any]
+# (array, bytes it had).
+Blob = tuple[Any, bytes]
+
+
+def _weak(x: Any) -> Any:
+    try:
+        return weakref.ref(x) if type(x).__weakrefoffset__ else x
+    except TypeError:
+        return x
+
+
+def _strong(x: Any) -> Any:
+    if type(x) is weakref.ref:
+        x = x()
+        if x is None:
+            raise _Dead
+    return x
+
+
+class _Dead(Exception):
+    pass
+
+
+def _same(now: Any, saved: Any) -> bool:
+    return now is saved or (type(saved) is weakref.ref and saved() is now)
+
+
+class Watch:
+    """What must stay as it is for a key to stay valid. See the module docstring."""
+
+    __slots__ = ("states", "names", "blobs")
+
+    def __init__(self, states: tuple = (), names: tuple = (), blobs: tuple = ()):
+        self.states: tuple[State, ...] = states
+        self.names: tuple[Name, ...] = names
+        self.blobs: tuple[Blob, ...] = blobs
+
+    def __bool__(self) -> bool:
+        return bool(self.states or self.names or self.blobs)
+
+    def __len__(self) -> int:
+        return len(self.states) + len(self.names) + len(self.blobs)
+
+    def valid(self) -> bool:
+        """Whether everything watched is as it was (the hit path: identity checks only)."""
+        for obj, state_fn, state in self.states:
+            now = state_fn(obj)
+            if len(now) != len(state) or not all(map(_is, now, state)):
+                return False
+        for namespace, name, value in self.names:
+            if namespace.get(name, _MISSING) is not value:
+                return False
+        for array, data in self.blobs:
+            if array.tobytes() != data:
+                return False
+        return True
+
+    def weak(self) -> "Watch":
+        """The same checks holding weak references where possible, for the key memo: a memo
+        entry must not keep alive what it describes (a self-recursive closure holds itself)."""
+        return Watch(
+            tuple((_weak(o), fn, tuple(map(_weak, s))) for o, fn, s in self.states),
+            tuple((_weak(ns), name, _weak(v)) for ns, name, v in self.names),
+            tuple((_weak(a), data) for a, data in self.blobs),
+        )
+
+    def weak_valid(self) -> bool:
+        """`valid()` for a `weak()` watch: a collected object means "changed"."""
+        try:
+            for holder, state_fn, state in self.states:
+                now = state_fn(_strong(holder))
+                if len(now) != len(state):
+                    return False
+                if not all(map(_is, now, state)) and not all(map(_same, now, state)):
+                    return False
+            for holder, name, value in self.names:
+                if not _same(_strong(holder).get(name, _MISSING), value):
+                    return False
+            for holder, data in self.blobs:
+                if _strong(holder).tobytes() != data:
+                    return False
+        except _Dead:
+            return False
+        return True
+
+    def strong(self) -> "Watch | None":
+        """A `weak()` watch made strong again (fast to check), or `None` if something watched
+        was collected."""
+        try:
+            return Watch(
+                tuple((_strong(o), fn, tuple(map(_strong_or_self, s))) for o, fn, s in self.states),
+                tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
+                tuple((_strong(a), data) for a, data in self.blobs),
+            )
+        except _Dead:
+            return None
+
+
+def _strong_or_self(x: Any) -> Any:
+    return _strong(x)
+
+
+def merge(watches: list["Watch"]) -> Watch:
+    """One watch over several, each check once (the watches of a `jax.jit` function and of the
+    function it wraps share entries, and each costs a state computation per call)."""
+    states: dict[tuple[int, Any], State] = {}
+    names: dict[tuple[int, str], Name] = {}
+    blobs: dict[int, Blob] = {}
+    for w in watches:
+        for s in w.states:
+            states.setdefault((id(s[0]), s[1]), s)
+        for n in w.names:
+            names.setdefault((id(n[0]), n[1]), n)
+        for b in w.blobs:
+            blobs.setdefault(id(b[0]), b)
+    return Watch(tuple(states.values()), tuple(names.values()), tuple(blobs.values()))
+
+
+MISSING = _MISSING
