@@ -14,8 +14,11 @@ again. Each `h.call` computes
 - the answer of the **mode** under test:
   - `jit_arg`: one `es.filter_jit(apply)` for the whole situation, the objects as arguments;
   - `jit_wrap`: `es.filter_jit(obj)` (or of `Partial(apply, obj)`), one wrapper per object;
-  - `stable`: the objects in an `es.StableModule`, one per object, plus plain `eqx.filter_jit`;
-  - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`;
+  - `stable`: the objects in an `es.StableModule`, one per object, plus plain `eqx.filter_jit`
+    (one per step where the situation says `h.static_copies = True`, see below);
+  - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`; an
+    object that is a pytree is rebuilt at each step with its leaves interned once per leaf
+    (`jtu.tree_map` makes new containers, which cannot see later changes to the old ones);
   - `eqx` (only for the table, `python -m tests.differential.table`): the baseline alone.
 
 The mode must give the expected answer, values and dtype (verdict `wrong` otherwise), and must
@@ -25,6 +28,14 @@ replacement object (the holder's field, the representative) must also give the e
 both crash) is `inherited`, not held against eqxstable: `intern` promises not to make plain
 Equinox worse, not to fix it. A step where Equinox refuses the harness's own module around the
 object is `n/a`. A recompile is never a failure.
+
+A `StableModule` stores a list, dict, set or NumPy array held in a static field (its own, or one
+of a nested module's) as a read-only copy made when it is built (CONTRACT section 2, "Static
+fields ... become hashable canonical forms"; `docs/stable_module.md`): a change made in place to
+the original afterwards is, by design, not seen by that module. A situation that makes such a
+change sets `h.static_copies = True`; under `stable` it then builds the module anew at every step,
+as a user must, and the check is that the new module never reuses a program traced for the old
+contents.
 
 Each situation runs with eqxstable's caches cleared and a temporary directory on `sys.path`
 (`h.write_module`); its module-level code runs in a namespace dict (`h.module`), so loop variables
@@ -121,16 +132,6 @@ def _is_leaf_object(obj: Any) -> bool:
     return jtu.treedef_is_leaf(jtu.tree_structure(obj))
 
 
-def _intern_tree(obj: Any, box: bool) -> Any:
-    if box or _is_leaf_object(obj):
-        return es.intern(obj)
-    return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
-
-
-def _unreachable() -> Any:
-    raise AssertionError("the mode's call made this object's replacement already")
-
-
 class _ByIdentity:
     """A small map keyed by object identity that keeps its keys alive (no `id()` reuse)."""
 
@@ -157,6 +158,11 @@ class Harness:
         self.expected: list[Any] = []
         # Set to False by a situation whose answers are equal on purpose (robustness cases).
         self.expect_distinct = True
+        # Set to True by a situation that changes a list, dict, set or NumPy array in a static
+        # field in place: a `StableModule` holds a read-only copy of it (see the docstring).
+        self.static_copies = False
+        # What `stable` or `intern` gave this step in place of the object.
+        self._replacement: Any = None
         self._baseline: dict[tuple[int, bool], Callable] = {}
         self._mode_fns: dict[tuple[int, bool], Callable] = {}
         self._wrappers = _ByIdentity()
@@ -194,11 +200,22 @@ class Harness:
         if self.mode == "stable":
             # The holder is passed whole: plain Equinox sees the `StableModule` itself.
             fn = self._per_apply(self._mode_fns, apply, True, eqx.filter_jit)
-            holder = self._holders.get(obj, lambda: (StableBox if box else StableHolder)(obj))
+            make = lambda: (StableBox if box else StableHolder)(obj)  # noqa: E731
+            holder: Any = make() if self.static_copies else self._holders.get(obj, make)
+            self._replacement = holder.obj
             return fn(holder, *args)
         fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
-        rep = self._interned.get(obj, lambda: _intern_tree(obj, box))
+        if box or _is_leaf_object(obj):
+            rep = self._interned.get(obj, lambda: es.intern(obj))
+        else:
+            rep = jtu.tree_map(self._intern_leaf, obj)
+        self._replacement = rep
         return fn(_plain_box(rep) if box else rep, *args)
+
+    def _intern_leaf(self, leaf: Any) -> Any:
+        if eqx.is_array(leaf):
+            return leaf
+        return self._interned.get(leaf, lambda: es.intern(leaf))
 
     def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
              label: str = "") -> Any:
@@ -261,12 +278,9 @@ class Harness:
         return expected
 
     def _changed_without_jit(self, obj: Any, args: tuple, apply: Callable, expected: Any) -> str:
-        if self.mode == "stable":
-            replacement = self._holders.get(obj, _unreachable).obj
-        elif self.mode == "intern":
-            replacement = self._interned.get(obj, _unreachable)
-        else:
+        if self.mode not in ("stable", "intern"):
             return ""
+        replacement = self._replacement
         try:
             eager = apply(replacement, *args)
         except Exception as e:  # noqa: BLE001

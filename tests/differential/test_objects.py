@@ -233,6 +233,7 @@ def eqx_module_static_field_set_by_force(h):
 @SITUATIONS.add
 def eqx_module_static_list_appended(h):
     """A list in a static field of a plain module, changed in place (issue item 5)."""
+    h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
 
     class M(eqx.Module):
         ks: list = eqx.field(static=True)
@@ -248,6 +249,7 @@ def eqx_module_static_list_appended(h):
 
 @SITUATIONS.add
 def eqx_module_static_numpy_mutated(h):
+    h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
     class M(eqx.Module):
         w: np.ndarray = eqx.field(static=True)
 
@@ -329,6 +331,7 @@ def mapping_proxy_over_a_changing_dict(h):
 
 @SITUATIONS.add
 def tuple_holding_a_list_mutated(h):
+    h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
     t = ([2.0], "scale")
     apply = lambda t, x: x * t[0][0]  # noqa: E731
     h.call(t, jnp.ones(2), apply=apply, box=True)

@@ -311,6 +311,7 @@ def dict_order_in_a_static_field(h):
 
 @SITUATIONS.add
 def list_in_a_static_field_changed_length(h):
+    h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
     c = [1.0]
     apply = lambda c, x: x * len(c)  # noqa: E731
     h.call(c, jnp.ones(2), apply=apply, box=True)
