@@ -1,6 +1,7 @@
 """Differential situations: bound methods, callable objects and plain objects whose state
 changes between calls (attributes, `__slots__`, properties, `__class__`, the class)."""
 
+import collections
 import dataclasses
 import gc
 import types
@@ -8,6 +9,7 @@ import warnings
 
 import equinox as eqx
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 import pytest
 
@@ -337,6 +339,52 @@ def tuple_holding_a_list_mutated(h):
     h.call(t, jnp.ones(2), apply=apply, box=True)
     t[0][0] = 3.0
     h.call(t, jnp.ones(2), apply=apply, box=True)
+
+
+@SITUATIONS.add
+def deque_appended(h):
+    """A library container with no `__dict__` (a `collections.deque`), changed in place."""
+    d = collections.deque([2.0])
+    h.call(d, jnp.ones(2), apply=_first_item, box=True)
+    d.appendleft(3.0)
+    h.call(d, jnp.ones(2), apply=_first_item, box=True)
+
+
+@SITUATIONS.add
+def empty_namespace_filled_later(h):
+    """A library object with no attributes yet is not a constant: they may come later."""
+    ns = types.SimpleNamespace()
+    apply = lambda c, x: x * getattr(c, "k", 2.0)  # noqa: E731
+    h.call(ns, jnp.ones(2), apply=apply, box=True)
+    ns.k = 3.0
+    h.call(ns, jnp.ones(2), apply=apply, box=True)
+
+
+@jtu.register_pytree_node_class
+class _AuxList:
+    """A custom node whose aux data is the user's own list (not a fresh one per flatten)."""
+
+    def __init__(self, ks):
+        self.ks = ks
+
+    def __call__(self, x):
+        return x * len(self.ks)
+
+    def tree_flatten(self):
+        return (), self.ks
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(aux)
+
+
+@SITUATIONS.add
+def custom_node_aux_list_appended(h):
+    h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
+    c = _AuxList([1.0])
+    h.call(c, jnp.ones(2))
+    c.ks.append(2.0)
+    h.call(c, jnp.ones(2))
 
 
 @pytest.mark.parametrize("mode", MODES)

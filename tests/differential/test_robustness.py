@@ -150,6 +150,24 @@ def wrapped_is_itself(h):
 
 
 @SITUATIONS.add
+def wrapped_two_cycle(h):
+    """`a.__wrapped__ = b` and `b.__wrapped__ = a`, through a closure and a partial (never a
+    module field: Equinox itself loops forever there, see `wrapped_is_itself`)."""
+
+    def a(x):
+        return x * 2.0
+
+    def b(x):
+        return x * 3.0
+
+    a.__wrapped__ = b  # pyright: ignore[reportFunctionMemberAccess]
+    b.__wrapped__ = a  # pyright: ignore[reportFunctionMemberAccess]
+    h.call(ft.partial(a), jnp.ones(2))
+    h.call(ft.partial(b), jnp.ones(2))
+    h.call(lambda x: a(x) + b(x), jnp.ones(2))
+
+
+@SITUATIONS.add
 def mock_like_object(h):
     for k in (2.0, 3.0):
         h.call(Anything(k), jnp.ones(2), apply=_call, box=True)
