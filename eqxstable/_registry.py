@@ -13,6 +13,7 @@ import numpy as np
 from ._caches import cache_clears
 from ._errors import RegistryError
 from ._keys import clear as _clear_memo, Identity, Key, MutableKey, stable_key
+from ._keys._context import MAX_DEPTH
 
 
 _T = TypeVar("_T")
@@ -73,15 +74,16 @@ def _find(key: Key) -> Any:
     return canonical
 
 
-def _canonical_copy(obj: Any) -> Any:
+def _canonical_copy(obj: Any, depth: int = 0) -> Any:
     """`obj` itself, except that NumPy arrays keyed by their contents are replaced by read-only
-    copies, so that the canonical instance cannot be changed under its key."""
+    copies, so that the canonical instance cannot be changed under its key. Past the keys'
+    depth limit nothing is keyed by contents (a key equal to nothing), so nothing is copied."""
     if type(obj) is np.ndarray:
         copy = obj.copy()
         copy.flags.writeable = False
         return copy
-    if isinstance(obj, (tuple, frozenset)):
-        copies = [_canonical_copy(x) for x in obj]
+    if isinstance(obj, (tuple, frozenset)) and depth < MAX_DEPTH:
+        copies = [_canonical_copy(x, depth + 1) for x in obj]
         if all(map(operator.is_, copies, obj)):
             return obj
         if type(obj) in (tuple, frozenset):

@@ -162,6 +162,8 @@ _Leaf = Callable[[Any, Any], Any]
 # Immutable atoms whose value (of that exact type) determines what they compute.
 _ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
 _FLOAT = struct.Struct("<d")
+# Deeper than this, the rest of a static value is one leaf (never a `RecursionError`).
+_MAX_DEPTH = 64
 
 
 def _array_parts(a: np.ndarray) -> tuple:
@@ -201,14 +203,25 @@ def _drop_array(key: tuple) -> None:
 class _Freezer:
     """One walk over a static value: builds the value to read back and the table key."""
 
-    __slots__ = ("leaf", "parts", "has_array")
+    __slots__ = ("leaf", "parts", "has_array", "depth")
 
-    def __init__(self, leaf: _Leaf):
+    def __init__(self, leaf: _Leaf, depth: int = 0):
         self.leaf = leaf
         self.parts: list = []
         self.has_array = False
+        self.depth = depth
 
     def __call__(self, obj: Any, path: Any) -> Any:
+        if self.depth >= _MAX_DEPTH:
+            # Nested too deeply to walk (a 500-deep tuple): one leaf, which `leaf` keys.
+            return self._leaf(obj, path)
+        self.depth += 1
+        try:
+            return self._freeze(obj, path)
+        finally:
+            self.depth -= 1
+
+    def _freeze(self, obj: Any, path: Any) -> Any:
         t = type(obj)
         parts = self.parts
         if t in _ATOMS:
@@ -230,7 +243,7 @@ class _Freezer:
         if t is set or t is ReadOnlySet or t is frozenset:
             parts.append((set if t is ReadOnlySet else t, len(obj)))
             # Frozen one by one first, then laid out in sorted order, the parts in that order.
-            frozen = [(_Freezer(self.leaf), x) for x in obj]
+            frozen = [(_Freezer(self.leaf, self.depth), x) for x in obj]
             items = [(f(x, (path, "{...}")), f) for f, x in frozen]
             items = [(x, f) for x, f in _sorted_pairs(items)]
             for _, f in items:
@@ -248,16 +261,21 @@ class _Freezer:
             self.has_array = True
             parts.append((t, obj.dtype, obj.tobytes()) if not obj.dtype.hasobject else id(obj))
             return obj
-        if issubclass(t, tuple) and hasattr(obj, "_make"):
+        if issubclass(t, tuple) and hasattr(obj, "_make") and not hasattr(obj, "__dict__"):
+            # A NamedTuple (a subclass that can hold instance attributes is a leaf: `leaf` keys
+            # those too, where `_make` would drop them).
             parts.append((t, len(obj)))
             items = [self(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else obj._make(items)
+        return self._leaf(obj, path)
+
+    def _leaf(self, obj: Any, path: Any) -> Any:
         x = self.leaf(obj, path)
         if isinstance(x, jax.Array):
             self.has_array = True  # Kept, after a warning, by the module layer.
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # `Static` holds the leaf, so the `id` is not reused while the key is in the table.
-        parts.append((type(x), id(x)))
+        self.parts.append((type(x), id(x)))
         return x
 
 

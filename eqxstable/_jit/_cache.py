@@ -21,6 +21,7 @@ import jax.tree_util as jtu
 
 from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
+from .._keys._structure import same_structure, Structure, walk
 
 
 _is = operator.is_
@@ -44,20 +45,6 @@ def node_data(treedef: Any, leaves: list) -> list:
     if flat_module_aux is not None:  # Equinox < 0.13.3: see `_compat.py`.
         return list(map(flat_module_aux, data))
     return data
-
-
-def node_atoms(data: list) -> list:
-    """The node data as values to key by `stable_key`: the lists in it (a dict's keys, fresh on
-    every flatten) become tuples, so they are keyed by contents, not identity. Nothing is
-    flattened further: `jax.tree_util` would drop `None`s and the static fields of a module held
-    in a static field, and with them the type-exactness of `1` versus `1.0` inside."""
-    return [_freeze_lists(d) for d in data]
-
-
-def _freeze_lists(d: Any) -> Any:
-    if type(d) is list or type(d) is tuple:
-        return tuple([_freeze_lists(x) for x in d])
-    return d
 
 
 def _same_node_data(new: list, old: tuple) -> bool:
@@ -246,9 +233,14 @@ class Cache:
         types = tuple(map(type, leaves))
         same = None
         for entry in self.recent:
+            if entry.types != types:
+                continue
+            try:
+                same_tree = entry.treedef == treedef
+            except Exception:  # Node data whose `==` raises (a NumPy array): compared below.
+                same_tree = same_structure(entry.treedef, treedef)
             if (
-                entry.types == types
-                and entry.treedef == treedef
+                same_tree
                 and all(map(_is, entry.static_of(leaves), entry.statics))
                 and (not entry.check_data or entry.same_node_data(treedef, leaves))
             ):
@@ -275,7 +267,7 @@ class Cache:
     def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, bool]:
         mask = tuple(map(eqx.is_array, leaves))
         data = node_data(treedef, leaves)
-        key, watch = _key(treedef, mask, [x for x, m in zip(leaves, mask) if not m], data)
+        key, watch = _key(treedef, mask, [x for x, m in zip(leaves, mask) if not m])
         entry = self.entries.get(key)
         if entry is not None:
             # An equivalent static (a rebuilt lambda, or the same one whose global was rebound
@@ -289,31 +281,43 @@ class Cache:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
         list it appends to) is part of the program, not a later change, so the entry is also
         found under the keys its statics have now."""
-        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), list(entry.data))
+        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics))
         self.entries.setdefault(key, entry)
         entry.watch = watch
         entry.watched = bool(watch)
 
 
-def _key(treedef: Any, mask: tuple, statics: list, data: list) -> tuple[Any, Watch]:
+def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
+    """The cache key of a call: its structure, which leaves are arrays, the static leaves' keys,
+    the node data's keys, and the keys of the user's classes among the node types (a module's
+    methods run in the trace, and may read globals or class attributes)."""
     keys, watches = [], []
     for x in statics:
         k, w = compute(x)
         keys.append(k)
         watches.append(w)
+    classes, data = walk(treedef)
     node_keys = []
-    for d in node_atoms(data):
+    for d in data:
         k, w = compute_node_data(d)
         node_keys.append(k)
         watches.append(w)
-    return (treedef, mask, tuple(keys), tuple(node_keys)), merge(watches)
+    class_keys = []
+    for c in classes:
+        k, w = compute(c)
+        class_keys.append(k)
+        watches.append(w)
+    key = (Structure(treedef), mask, tuple(keys), tuple(node_keys), tuple(class_keys))
+    return key, merge(watches)
 
 
 def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:
     """Which static (its index among the statics, or `None` for node data) has another key."""
-    _, _, old_statics, old_nodes = old
-    _, _, new_statics, new_nodes = new
+    _, _, old_statics, old_nodes, old_classes = old
+    _, _, new_statics, new_nodes, new_classes = new
     for i, (a, b) in enumerate(zip(old_statics, new_statics)):
         if a != b:
             return i, a, b
+    if old_nodes == new_nodes:
+        return None, old_classes, new_classes
     return None, old_nodes, new_nodes

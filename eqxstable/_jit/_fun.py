@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._keys import stable_key
-from ._cache import node_atoms, node_data
+from ._cache import node_data
 
 
 class FunParts(NamedTuple):
@@ -48,7 +48,8 @@ def static_key(fun: Any, parts: FunParts, donate: str, jitkwargs: tuple) -> Any:
             # handler applies (an Equinox module's dict fields are keyed by their contents).
             static = parts.treedef.unflatten(parts.template)
         except Exception:
-            static = (parts.template, node_atoms(node_data(parts.treedef, list(parts.template))))
+            # A list in the node data is keyed by identity and contents: a miss at worst.
+            static = (parts.template, tuple(node_data(parts.treedef, list(parts.template))))
     else:
         static = fun
     return stable_key((parts.treedef, static, donate, jitkwargs))

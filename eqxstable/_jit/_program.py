@@ -69,13 +69,17 @@ def _split_output(out: Any) -> Any:
 
 
 def _strip_wrappers(fun: Any) -> Any:
-    while True:
+    seen = set()
+    while id(fun) not in seen:  # `f.__wrapped__ = f` must not hang.
+        seen.add(id(fun))
         if isinstance(fun, ft.partial):
-            fun = fun.func
-        elif hasattr(fun, "__wrapped__"):
-            fun = fun.__wrapped__
+            inner = fun.func
         else:
+            inner = getattr(fun, "__wrapped__", None)
+        if inner is None:
             return fun
+        fun = inner
+    return fun
 
 
 def fun_names(fun: Any) -> tuple[str, str]:

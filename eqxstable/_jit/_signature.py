@@ -124,11 +124,12 @@ def _array_leaf(x: Any) -> ArrayLeaf:
     return ArrayLeaf(tuple(aval.shape), aval.dtype, bool(weak), sharding)  # pyright: ignore
 
 
-def _data_key(data: Any) -> Any:
+def _data_key(data: Any, depth: int = 0) -> Any:
     # Node data is rebuilt by every flatten (a dict's keys come as a fresh list), so containers
-    # are compared by their contents here; the values in them by `stable_key`.
-    if type(data) in (list, tuple):
-        return (type(data), tuple(map(_data_key, data)))
+    # are compared by their contents here; the values in them by `stable_key` (which also keys
+    # what is nested too deeply to compare without a `RecursionError`).
+    if type(data) in (list, tuple) and depth < 16:
+        return (type(data), tuple([_data_key(x, depth + 1) for x in data]))
     return stable_key(data)
 
 

@@ -5,16 +5,17 @@ modules), partials, bound methods, builtins, and `jax.jit` functions with all th
 import builtins
 import functools as ft
 import types
+from collections.abc import Iterable, Sized
 from typing import Any
 
 import jax
 
 from .._compat import jit_parts
-from ._code import reads, sealed_cells
+from ._code import lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall
-from ._origin import library_code, library_module
-from ._types import FunctionKey, Identity, Namespace
-from ._values import dict_state, extra_attrs
+from ._origin import library_code, library_constant, library_module
+from ._types import FunctionKey, Namespace
+from ._values import dict_state, extra_attrs, mutable, sized, slots_of
 from ._watch import MISSING, plain_fn_state
 
 
@@ -44,7 +45,8 @@ def fn_state(f: types.FunctionType) -> tuple:
 def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     if not f.__closure__:
         return ()
-    sealed = sealed_cells(f, library)
+    # Before any reference to the closure is held here: `lone_cell` counts them.
+    sealed = [s or lone_cell(f, i) for i, s in enumerate(sealed_cells(f, library))]
     out = []
     for cell, is_sealed in zip(f.__closure__, sealed):
         try:
@@ -164,18 +166,17 @@ def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     return ("jit", key(fun, ctx, False), key(info, ctx, False))
 
 
-@compound
 def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """An object of a library class with no value semantics (`jax.custom_jvp`, say): itself,
-    with its attributes by value, watched (`defvjp` changes a rule in place)."""
-    d = getattr(obj, "__dict__", None)
-    if not d:
-        # A stateless sentinel (`object()`, JAX's `UNSPECIFIED`): a constant.
+    """An object of a library class with no value semantics. One of a library module's own
+    named objects (`jax.nn.relu`, a `jax.custom_jvp`) is a constant, and so is a stateless
+    sentinel (`object()`); any other is data the program made at run time (a
+    `types.SimpleNamespace`, an `argparse.Namespace`, a `collections.deque`, a `jax.custom_vjp`
+    whose `defvjp` changes a rule in place): itself and what it holds now, watched."""
+    if library_constant(obj):
         return Namespace(obj)
-    if type(d) is not dict:
-        return identity(obj, ctx)
-    if not any(type(v) is types.FunctionType and not library_code(v.__code__) for v in d.values()):
-        # Wrapping only library code (`jax.nn.relu`, a `custom_jvp` of JAX's): a constant, and
-        # not watched, which would cost every call of a jitted function that captures it.
+    if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):
+        if isinstance(obj, Sized) and isinstance(obj, Iterable):
+            return sized(obj, ctx, content_ok)  # `collections.deque`, `array.array`
+        # Nothing Python can read in it: a sentinel (JAX's `UNSPECIFIED`), a C object.
         return Namespace(obj)
-    return ("object", Identity(obj), Namespace(type(obj)), extra_attrs(obj, ctx))
+    return mutable(obj, ctx, content_ok)

@@ -6,6 +6,7 @@ costs a recompile, never a wrong answer.
 """
 
 import dis
+import sys
 import types
 import weakref
 from typing import Any, NamedTuple
@@ -174,10 +175,10 @@ def _writes_once(owner: types.CodeType, name: str) -> bool:
     return True
 
 
-def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
+def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool | None, ...]:
     code = f.__code__
     chain = _enclosing(f)
-    out = []
+    out: list[bool | None] = []
     for name in code.co_freevars:
         if name == "__class__":
             # Set once by `type.__new__` for methods that use `super()`.
@@ -193,15 +194,17 @@ def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
                 owner = c
                 break
         if owner is None:
-            # Not found (a redefined or unusual enclosing function): it may still be rebound.
-            out.append(False)
+            # Not found (a redefined or unusual enclosing function, a lambda in a lambda): the
+            # function's own cell may still be proven alone (`lone_cell`), else it may be rebound.
+            out.append(None)
         else:
             out.append(_writes_once(owner, name))
     return tuple(out)
 
 
-def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
-    """For each closure cell of `f`, whether it can no longer be rebound once it holds a value.
+def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool | None, ...]:
+    """For each closure cell of `f`, whether it can no longer be rebound once it holds a value:
+    `True`, `False`, or `None` where the enclosing code was not found (then `lone_cell` decides).
 
     A sealed cell is keyed by its contents alone, so closures rebuilt by the same factory are
     equivalent. Any other cell is keyed by its identity too: two closures over different loop
@@ -219,3 +222,44 @@ def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
         i = id(code)
         _sealed[i] = (weakref.ref(code, lambda r, i=i: _sealed.pop(i, None)), result)
     return result
+
+
+#
+# A cell no one else holds: the enclosing frame has returned, and no other function shares it.
+#
+
+
+def _references(f: types.FunctionType, index: int) -> tuple[int, int]:
+    closure = f.__closure__
+    assert closure is not None
+    cell = closure[index]
+    return sys.getrefcount(closure), sys.getrefcount(cell)
+
+
+def _alone_now() -> types.FunctionType:
+    x = 1.0
+    return lambda: x
+
+
+# The counts for a closure whose cell only its function holds, measured on this interpreter.
+_ALONE = _references(_alone_now(), 0)
+
+
+def _writes_own(code: types.CodeType, name: str) -> bool:
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        if any(i.opname in _WRITES and i.argval == name for i in dis.get_instructions(c)):
+            return True
+        pending.extend(x for x in _nested(c) if name in x.co_freevars)
+    return False
+
+
+def lone_cell(f: types.FunctionType, index: int) -> bool:
+    """Whether closure cell `index` of `f` can never be rebound: `f`'s closure tuple and the cell
+    are referenced by nothing else (no running or suspended frame, no other function sharing the
+    cell, as a `nonlocal` setter would), and `f`'s own code never writes it. Only assigning
+    `cell_contents` through `f.__closure__` could then change it, which verify mode catches."""
+    if f.__closure__ is None or _references(f, index) > _ALONE:
+        return False
+    return not _writes_own(f.__code__, f.__code__.co_freevars[index])

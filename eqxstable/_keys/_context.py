@@ -13,8 +13,10 @@ from ._types import Identity, Key
 from ._watch import Watch
 
 
-# Deeper than this, an object is keyed by identity: a 500-deep tuple must not exhaust the stack.
-MAX_DEPTH = 200
+# Deeper than this, an object gets a key equal to nothing: a 500-deep tuple must not exhaust the
+# stack, neither when its key is computed nor when two keys are compared (C recursion, 2 to 4
+# levels per level of the object, shares the limit with the Python frames below it).
+MAX_DEPTH = 100
 
 
 class Ctx:

@@ -65,23 +65,88 @@ def library_module(module: types.ModuleType) -> bool:
     return package is not None and library_module(package)
 
 
+# `type.__flags__` bits: a class defined in C (not a heap type), or one made immutable, has no
+# Python code to edit and no attribute that can be assigned.
+_HEAPTYPE = 1 << 9
+_IMMUTABLETYPE = 1 << 8
+
+
 @ft.cache
 def library_class(cls: type) -> bool:
-    """Whether a class is a constant: the file of its first method decides, else (a class of data
-    only) the file of the module it names."""
+    """Whether a class is a constant: a class of C code; else the file of a method defined in its
+    own body decides; else (a class of data only) whether it is the attribute its name says of a
+    library module. Anything else is the user's: keyed by value, which is always sound.
+
+    `__module__` alone never decides: a class made by `exec` in a namespace named `"__main__"`
+    (a notebook cell, a test runner's `python -m`) names whatever module `__main__` is now."""
+    flags = cls.__flags__
+    if not flags & _HEAPTYPE or flags & _IMMUTABLETYPE:
+        return True
+    prefix = f"{cls.__qualname__}."
     for value in vars(cls).values():
-        code = getattr(getattr(value, "__func__", value), "__code__", None)
-        if isinstance(code, types.CodeType):
+        f = getattr(value, "__func__", value)
+        code = getattr(f, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            continue
+        # A method of its own body, not a function assigned to it (`loss = optax.l2_loss`),
+        # nor one that `dataclasses` or `collections` generated for it.
+        qualname = getattr(code, "co_qualname", None) or getattr(f, "__qualname__", "")
+        if isinstance(qualname, str) and qualname.startswith(prefix):
             return library_code(code)
-    name = getattr(cls, "__module__", None) or ""
+    return _named_in_library_module(cls, cls.__qualname__, extension_ok=True)
+
+
+def _named_in_library_module(obj: Any, qualname: Any, extension_ok: bool = False) -> bool:
+    """Whether `obj` is what a library module holds under the name `obj` says it has (read from
+    the module's dict: a module `__getattr__` may warn). With `extension_ok`, any object naming
+    an extension module (whose classes need not be reachable by name: `_abc._abc_data`)."""
+    name = getattr(obj, "__module__", None)
+    if not isinstance(name, str) or not isinstance(qualname, str):
+        return False
     # An extension module's classes may name a submodule that is not in `sys.modules`
     # (`jaxlib._jax.pytree`): its package decides.
     while name and name not in sys.modules:
         name = name.rpartition(".")[0]
     module = sys.modules.get(name)
-    if module is None:
-        return cls.__module__ == "builtins"
-    return library_module(module)
+    if module is None or not library_module(module):
+        return False
+    if extension_ok and not str(getattr(module, "__file__", None) or "").endswith(".py"):
+        return True  # Built in, or compiled: Python code cannot define a class there.
+    found: Any = module
+    for part in qualname.split("."):
+        found = getattr(found, "__dict__", {}).get(part, _NOT_FOUND)
+    return found is obj
+
+
+_NOT_FOUND = object()
+
+
+# Library objects found in their module (kept alive by the module anyway), by `id`.
+_constants: dict[int, Any] = {}
+
+
+def library_constant(obj: Any) -> bool:
+    """Whether an object of a library class is one of a library module's own objects, made once
+    when the package was imported: `jax.nn.relu` (a `jax.custom_jvp` named by its `__module__`
+    and `__qualname__`), a sentinel such as Equinox's `MISSING` (held by the module of its
+    class). Objects that a library class makes at run time (a `types.SimpleNamespace`, an
+    `argparse.Namespace`) are the program's data."""
+    if _constants.get(id(obj)) is obj:
+        return True
+    try:
+        found = _named_in_library_module(obj, getattr(obj, "__qualname__", None))
+        if not found:
+            module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
+            found = (
+                module is not None
+                and library_module(module)
+                and any(v is obj for v in vars(module).values())
+            )
+    except Exception:  # A hostile `__getattr__` or `__dict__`.
+        return False
+    if found:
+        _constants[id(obj)] = obj
+    return found
 
 
 def library_callable(f: Any) -> bool:

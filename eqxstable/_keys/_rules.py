@@ -76,6 +76,10 @@ _EXACT: dict[type, Handler] = {
     dict: v.mutable,
     set: v.mutable,
     bytearray: v.mutable,
+    types.MappingProxyType: v.mapping_proxy,
+    property: v.descriptor,
+    classmethod: v.descriptor,
+    staticmethod: v.descriptor,
 }
 
 if LEGACY_MODULE_AUX is not None:

@@ -65,7 +65,9 @@ def slice_(obj: slice, ctx: Ctx, content_ok: bool) -> Any:
 @compound
 def enum_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # By value, not name: `IntFlag` pseudo-members such as `Perm(0)` and `Perm(8)` have no name.
-    return ("enum", Namespace(type(obj)), key(obj._value_, ctx, False), extra_attrs(obj, ctx))
+    # `__objclass__` is the member's own class, named already.
+    attrs = extra_attrs(obj, ctx, skip=("__objclass__",))
+    return ("enum", Namespace(type(obj)), key(obj._value_, ctx, False), attrs)
 
 
 def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -178,6 +180,37 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 mutable = compound(_mutable)
+
+
+@compound
+def sized(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A library container with no attributes to read (`collections.deque`, `array.array`): this
+    very object and its items now; a copy of them is compared on each call."""
+    ctx.identity = True
+    ctx.states.append((obj, _copy_state, ()))
+    items = tuple([key(x, ctx, False) for x in obj])
+    return MutableKey(Identity(obj), (Namespace(type(obj)), items))
+
+
+@compound
+def mapping_proxy(obj: types.MappingProxyType, ctx: Ctx, content_ok: bool) -> Any:
+    """A read-only view of a mapping that can change underneath (a class's `__dict__`, a view the
+    user made of a dict): this very view and the items it shows now, watched."""
+    ctx.identity = True
+    ctx.states.append((obj, dict_state, dict_state(obj)))  # pyright: ignore[reportArgumentType]
+    items = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
+    return MutableKey(Identity(obj), (types.MappingProxyType, items))
+
+
+@compound
+def descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`property`, `classmethod`, `staticmethod`: the functions they run (which cannot be
+    reassigned), keyed as functions, so that a property reading a global is followed."""
+    if type(obj) is property:
+        parts = (obj.fget, obj.fset, obj.fdel)
+    else:
+        parts = (obj.__func__,)
+    return (type(obj), tuple([key(f, ctx, False) for f in parts]))
 
 
 def _container_contents(obj: Any, ctx: Ctx) -> Any:

@@ -14,28 +14,45 @@ again. Each `h.call` computes
 - the answer of the **mode** under test:
   - `jit_arg`: one `es.filter_jit(apply)` for the whole situation, the objects as arguments;
   - `jit_wrap`: `es.filter_jit(obj)` (or of `Partial(apply, obj)`), one wrapper per object;
-  - `stable`: the objects in an `es.StableModule`, one per object, plus plain `eqx.filter_jit`;
-  - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`;
+  - `stable`: the objects in an `es.StableModule`, one per object, plus plain `eqx.filter_jit`
+    (one per step where the situation says `h.static_copies = True`, see below);
+  - `intern`: `es.intern` of the objects, once per object, plus plain `eqx.filter_jit`; an
+    object that is a pytree is rebuilt at each step with its leaves interned once per leaf
+    (`jtu.tree_map` makes new containers, which cannot see later changes to the old ones);
   - `eqx` (only for the table, `python -m tests.differential.table`): the baseline alone.
 
-The mode must give the expected answer, values and dtype. For `stable` and `intern` a step at
-which the baseline itself is wrong (or crashes) is not held against eqxstable: `intern` promises
-never to change behaviour, not to fix Equinox. A recompile is never a failure.
+The mode must give the expected answer, values and dtype (verdict `wrong` otherwise), and must
+not raise or hang (`crash`; a call is given a few seconds). Under `stable` and `intern` the
+replacement object (the holder's field, the representative) must also give the expected answer
+*without* jit: `intern` never changes behaviour. A step at which the baseline itself is wrong (or
+both crash) is `inherited`, not held against eqxstable: `intern` promises not to make plain
+Equinox worse, not to fix it. A step where Equinox refuses the harness's own module around the
+object is `n/a`. A recompile is never a failure.
+
+A `StableModule` stores a list, dict, set or NumPy array held in a static field (its own, or one
+of a nested module's) as a read-only copy made when it is built (CONTRACT section 2, "Static
+fields ... become hashable canonical forms"; `docs/stable_module.md`): a change made in place to
+the original afterwards is, by design, not seen by that module. A situation that makes such a
+change sets `h.static_copies = True`; under `stable` it then builds the module anew at every step,
+as a user must, and the check is that the new module never reuses a program traced for the old
+contents.
+
+Each situation runs with eqxstable's caches cleared and a temporary directory on `sys.path`
+(`h.write_module`); its module-level code runs in a namespace dict (`h.module`), so loop variables
+there are real globals. `h.expect_distinct` (on by default) checks that the expected answers
+differ between steps, so that a stale answer could not pass unnoticed.
 """
 
-import contextlib
 import dataclasses
 import functools as ft
-import gc
 import importlib
 import os
-import signal
 import sys
 import tempfile
 import textwrap
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +64,8 @@ import numpy as np
 
 import eqxstable as es
 
+from .answers import CALL_SECONDS, CallTimeout, deadline, describe, same, where
+
 
 MODES = ("jit_arg", "jit_wrap", "stable", "intern")
 ALL_MODES = ("eqx", *MODES)
@@ -54,10 +73,6 @@ ALL_MODES = ("eqx", *MODES)
 # Set by `tests/differential/table.py`: check every step of every situation against a fresh
 # trace, not only the wrong ones (the suite skips it to stay fast).
 CONFIRM_EVERY_STEP = os.environ.get("EQXSTABLE_DIFFERENTIAL_CONFIRM") == "1"
-
-# A hang (a cyclic `__wrapped__`, a deep structure) must fail the test, not stall the suite.
-_CALL_SECONDS = 30.0
-
 
 def call_obj(obj: Any, *args: Any) -> Any:
     """The default `apply`: call the object."""
@@ -68,6 +83,20 @@ class PlainBox(eqx.Module):
     """A plain Equinox module holding a value as a static field."""
 
     obj: Any = eqx.field(static=True)
+
+
+class _NotApplicable(Exception):
+    """Equinox itself refuses the object in a module field: nothing of eqxstable's to test."""
+
+
+def _plain_box(obj: Any) -> PlainBox:
+    with warnings.catch_warnings():
+        # Equinox warns when a NumPy value is static; the situations put it there on purpose.
+        warnings.filterwarnings("ignore", "A JAX array is being set as static")
+        try:
+            return PlainBox(obj)
+        except Exception as e:  # noqa: BLE001
+            raise _NotApplicable(f"{type(e).__name__}: {e}") from e
 
 
 class StableBox(es.StableModule):
@@ -90,68 +119,17 @@ class IllPosed(AssertionError):
 class Step:
     index: int
     label: str
-    verdict: str  # "ok", "wrong", "crash", "inherited"
+    verdict: str  # "ok", "wrong", "crash", "inherited", "n/a"
     detail: str = ""
     baseline_ok: bool | None = None  # None: the baseline crashed.
 
 
-class _CallTimeout(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise _CallTimeout(f"no answer after {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def _describe(tree: Any) -> str:
-    try:
-        return repr(
-            jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree)
-        )
-    except Exception as e:  # noqa: BLE001
-        return f"<unprintable: {type(e).__name__}>"
-
-
-def same(a: Any, b: Any) -> bool:
-    """Same pytree structure, and leaf by leaf the same shape, dtype and (close) values."""
-    leaves_a, tree_a = jtu.tree_flatten(a)
-    leaves_b, tree_b = jtu.tree_flatten(b)
-    if tree_a != tree_b:
-        return False
-    for x, y in zip(leaves_a, leaves_b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if x.dtype.kind in "fc":
-            if not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
-                return False
-        elif not np.array_equal(x, y):
-            return False
-    return True
+class _Abandon(Exception):
+    """Stops a situation after a hang."""
 
 
 def _is_leaf_object(obj: Any) -> bool:
     return jtu.treedef_is_leaf(jtu.tree_structure(obj))
-
-
-def _intern_tree(obj: Any, box: bool) -> Any:
-    if box or _is_leaf_object(obj):
-        return es.intern(obj)
-    return jtu.tree_map(lambda leaf: leaf if eqx.is_array(leaf) else es.intern(leaf), obj)
 
 
 class _ByIdentity:
@@ -180,6 +158,11 @@ class Harness:
         self.expected: list[Any] = []
         # Set to False by a situation whose answers are equal on purpose (robustness cases).
         self.expect_distinct = True
+        # Set to True by a situation that changes a list, dict, set or NumPy array in a static
+        # field in place: a `StableModule` holds a read-only copy of it (see the docstring).
+        self.static_copies = False
+        # What `stable` or `intern` gave this step in place of the object.
+        self._replacement: Any = None
         self._baseline: dict[tuple[int, bool], Callable] = {}
         self._mode_fns: dict[tuple[int, bool], Callable] = {}
         self._wrappers = _ByIdentity()
@@ -202,10 +185,10 @@ class Harness:
     def _run_mode(self, obj: Any, args: tuple, apply: Callable, box: bool) -> Any:
         if self.mode == "eqx":
             fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
-            return fn(PlainBox(obj) if box else obj, *args)
+            return fn(_plain_box(obj) if box else obj, *args)
         if self.mode == "jit_arg":
             fn = self._per_apply(self._mode_fns, apply, box, es.filter_jit)
-            return fn(PlainBox(obj) if box else obj, *args)
+            return fn(_plain_box(obj) if box else obj, *args)
         if self.mode == "jit_wrap":
 
             def make():
@@ -217,15 +200,25 @@ class Harness:
         if self.mode == "stable":
             # The holder is passed whole: plain Equinox sees the `StableModule` itself.
             fn = self._per_apply(self._mode_fns, apply, True, eqx.filter_jit)
-            holder = self._holders.get(obj, lambda: (StableBox if box else StableHolder)(obj))
+            make = lambda: (StableBox if box else StableHolder)(obj)  # noqa: E731
+            holder: Any = make() if self.static_copies else self._holders.get(obj, make)
+            self._replacement = holder.obj
             return fn(holder, *args)
         fn = self._per_apply(self._mode_fns, apply, box, eqx.filter_jit)
-        rep = self._interned.get(obj, lambda: _intern_tree(obj, box))
-        return fn(PlainBox(rep) if box else rep, *args)
+        if box or _is_leaf_object(obj):
+            rep = self._interned.get(obj, lambda: es.intern(obj))
+        else:
+            rep = jtu.tree_map(self._intern_leaf, obj)
+        self._replacement = rep
+        return fn(_plain_box(rep) if box else rep, *args)
 
-    def call(
-        self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False, label: str = ""
-    ) -> Any:
+    def _intern_leaf(self, leaf: Any) -> Any:
+        if eqx.is_array(leaf):
+            return leaf
+        return self._interned.get(leaf, lambda: es.intern(leaf))
+
+    def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
+             label: str = "") -> Any:
         """Runs one step: the expected answer, the fresh and baseline ones, and the mode's.
 
         **Arguments:**
@@ -248,16 +241,31 @@ class Harness:
             # Called at every step, so that its cache holds what a user's wrapper would hold.
             try:
                 base_fn = self._per_apply(self._baseline, apply, box, eqx.filter_jit)
-                baseline_ok = same(base_fn(PlainBox(obj) if box else obj, *args), expected)
+                baseline_ok = same(base_fn(_plain_box(obj) if box else obj, *args), expected)
             except Exception:  # noqa: BLE001
                 baseline_ok = None
         try:
-            with _deadline(_CALL_SECONDS):
+            with deadline(CALL_SECONDS), warnings.catch_warnings():
+                # The documented warning for a class with `__hash__` but no `__eq__`; the suite
+                # turns warnings into errors, and it is no wrong answer.
+                warnings.simplefilter("ignore", es.StabilityWarning)
                 got = self._run_mode(obj, args, apply, box)
-        except Exception as e:  # noqa: BLE001
-            verdict = "inherited" if self._excused(baseline_ok) and baseline_ok is None else "crash"
-            detail = f"{type(e).__name__}: {str(e)[:300]}"
+        except (Exception, CallTimeout) as e:  # noqa: BLE001
+            if isinstance(e, _NotApplicable):
+                verdict = "n/a"
+            elif self._excused(baseline_ok) and baseline_ok is None:
+                verdict = "inherited"
+            else:
+                verdict = "crash"
+            detail = f"{type(e).__name__} at {where(e)}: {str(e)[:300]}"
             self.steps.append(Step(index, label, verdict, detail, baseline_ok))
+            if isinstance(e, CallTimeout):
+                raise _Abandon from e  # One hang is enough; the next steps would hang too.
+            return expected
+        changed = self._changed_without_jit(obj, args, apply, expected)
+        if changed:
+            # `intern` and `StableModule` must never change behaviour, jit or no jit.
+            self.steps.append(Step(index, label, "wrong", changed, baseline_ok))
             return expected
         if same(got, expected):
             verdict = "ok"
@@ -265,17 +273,30 @@ class Harness:
             # A wrong answer is only held against eqxstable once a fresh trace confirms it.
             self._confirm(obj, args, apply, expected, label)
             verdict = "inherited" if self._excused(baseline_ok) else "wrong"
-        detail = f"got {_describe(got)}, expected {_describe(expected)}"
+        detail = f"got {describe(got)}, expected {describe(expected)}"
         self.steps.append(Step(index, label, verdict, detail, baseline_ok))
         return expected
+
+    def _changed_without_jit(self, obj: Any, args: tuple, apply: Callable, expected: Any) -> str:
+        if self.mode not in ("stable", "intern"):
+            return ""
+        replacement = self._replacement
+        try:
+            eager = apply(replacement, *args)
+        except Exception as e:  # noqa: BLE001
+            return f"without jit, the {self.mode} replacement raises {type(e).__name__}: {e}"
+        if same(eager, expected):
+            return ""
+        return (f"without jit, the {self.mode} replacement gives {describe(eager)}, the "
+                f"original {describe(expected)}")
 
     def _confirm(self, obj: Any, args: tuple, apply: Callable, expected: Any, label: str) -> None:
         # A brand-new function, so a brand-new trace of the objects as they are now.
         fresh = eqx.filter_jit(lambda *a: apply(obj, *a))(*args)
         if not same(expected, fresh):
             raise IllPosed(
-                f"{label}: eager {_describe(expected)} but a fresh eqx.filter_jit gives "
-                f"{_describe(fresh)}"
+                f"{label}: eager {describe(expected)} but a fresh eqx.filter_jit gives "
+                f"{describe(fresh)}"
             )
 
     def _excused(self, baseline_ok: bool | None) -> bool:
@@ -285,13 +306,8 @@ class Harness:
 
     # Module-level code and user modules.
 
-    def module(
-        self,
-        source: str,
-        namespace: dict[str, Any] | None = None,
-        filename: str = "<situation>",
-        **names: Any,
-    ) -> dict[str, Any]:
+    def module(self, source: str, namespace: dict[str, Any] | None = None,
+               filename: str = "<situation>", **names: Any) -> dict[str, Any]:
         """Executes `source` at module level in a namespace dict (a script or notebook cell);
         `h`, `jax`, `jnp`, `np`, `eqx` and `ft` are defined there. Returns the namespace."""
         ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__"}
@@ -324,6 +340,8 @@ class Outcome:
             return "CRASH"
         if "wrong" in verdicts:
             return "WRONG"
+        if verdicts == {"n/a"}:
+            return "n/a"
         return "pass"
 
     @property
@@ -339,8 +357,9 @@ class Outcome:
 def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
     """Runs a situation under one mode, in a fresh temporary directory on `sys.path`, with
     eqxstable's caches cleared first (so the result does not depend on what ran before)."""
+    # No `gc.collect()` here (it costs more than the situation); the situations where identity
+    # reuse matters collect themselves.
     es.clear_caches()
-    gc.collect()
     with tempfile.TemporaryDirectory() as tmp:
         old_path, old_bytecode = list(sys.path), sys.dont_write_bytecode
         old_modules = set(sys.modules)
@@ -350,6 +369,8 @@ def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
         h = Harness(mode, Path(tmp))
         try:
             situation(h)
+        except _Abandon:
+            h.expect_distinct = False
         finally:
             sys.path[:] = old_path
             sys.dont_write_bytecode = old_bytecode
@@ -368,7 +389,7 @@ def run(situation: Callable[[Harness], None], mode: str) -> Outcome:
 def check(situation: Callable[[Harness], None], mode: str) -> None:
     """Runs a situation under one mode and fails on any wrong answer or crash."""
     outcome = run(situation, mode)
-    if outcome.status != "pass":
+    if outcome.status not in ("pass", "n/a"):
         raise AssertionError(
             f"{situation.__name__} under {mode}: {outcome.status}\n{outcome.report()}"
         )

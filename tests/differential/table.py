@@ -15,6 +15,7 @@ from pathlib import Path
 # Every step of every situation is checked against a fresh trace, not only the wrong ones.
 os.environ["EQXSTABLE_DIFFERENTIAL_CONFIRM"] = "1"
 
+from .executables import shared_executables  # noqa: E402
 from .harness import ALL_MODES, IllPosed, run  # noqa: E402
 
 
@@ -57,4 +58,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with shared_executables():
+        main()

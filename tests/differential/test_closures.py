@@ -266,6 +266,17 @@ def defaults_rebound(h):
 
 
 @SITUATIONS.add
+def mutable_default_changed_in_place(h):
+    def f(x, s=[2.0]):  # noqa: B006
+        return x * s[0]
+
+    h.call(f, jnp.ones(2))
+    f.__defaults__[0][0] = 3.0  # pyright: ignore[reportOptionalSubscript]
+    h.call(f, jnp.ones(2))
+    h.call(lambda x: f(x), jnp.ones(2))
+
+
+@SITUATIONS.add
 def kwdefaults_rebound(h):
     def f(x, *, s=2.0):
         return x * s

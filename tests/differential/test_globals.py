@@ -202,6 +202,68 @@ def global_shadows_a_builtin_later(h):
 
 
 @SITUATIONS.add
+def global_deleted_falls_back_to_the_builtin(h):
+    h.module("""
+    abs = lambda x: -x
+    f = lambda x: abs(x) * 1.0
+    h.call(f, jnp.array([-1.0, 2.0]))
+    del abs
+    h.call(f, jnp.array([-1.0, 2.0]))
+    """)
+
+
+@SITUATIONS.add
+def globals_updated_through_the_dict(h):
+    h.module("""
+    k = 2.0
+    f = lambda x: x * k
+    h.call(f, jnp.ones(2))
+    globals().update(k=3.0)
+    h.call(f, jnp.ones(2))
+    h.call(lambda x: x * k, jnp.ones(2))
+    """)
+
+
+@SITUATIONS.add
+def global_dtype_rebound(h):
+    h.module("""
+    for DTYPE in (jnp.float32, jnp.float16, jnp.int32):
+        h.call(lambda x: (x * 2).astype(DTYPE), jnp.array([1.5, 2.5]))
+    """)
+
+
+@SITUATIONS.add
+def module_property_reads_a_global(h):
+    h.module("""
+    class Net(eqx.Module):
+        @property
+        def scale(self):
+            return SCALE
+        def __call__(self, x):
+            return x * self.scale
+
+    for SCALE in (2.0, 3.0):
+        h.call(Net(), jnp.ones(2))
+    """)
+
+
+@SITUATIONS.add
+def module_class_variable_changed(h):
+    h.module("""
+    from typing import ClassVar
+
+    class Net(eqx.Module):
+        scale: ClassVar[float] = 2.0
+        def __call__(self, x):
+            return x * self.scale
+
+    h.call(Net(), jnp.ones(2))
+    Net.scale = 3.0
+    h.call(Net(), jnp.ones(2))
+    """)
+
+
+@SITUATIONS.add
 def builtins_module_attribute(h):
     """A name found in the `builtins` module, which a user sets and changes."""
     name = "_eqxstable_differential_scale"

@@ -1,0 +1,74 @@
+"""Pytree structures as the jit cache keys them: the user's classes among the node types (their
+methods run in the trace, so their namespaces are keyed like any class a function reads), node
+data by value, and a comparison of two structures that never raises.
+
+`PyTreeDef.__eq__` compares node data with `==`, which raises for a NumPy array or a user
+object whose `__eq__` raises or returns an array. The cache keys node data by `stable_key`
+itself, so where `==` raises it compares the structures alone: node types and arities.
+"""
+
+from typing import Any
+
+from ._origin import library_class
+
+
+def walk(treedef: Any) -> tuple[tuple[type, ...], list]:
+    """The node types of `treedef` defined in the user's code (an `eqx.Module` subclass, a
+    registered dataclass), and the node data of every node that has some, in a fixed order.
+
+    A `dict` node's data is the list of its keys, made afresh by each flatten and never
+    changed: it is given as a tuple, keyed by value with nothing to watch. Any other list in
+    node data may be the user's own (a custom node's aux data, a static field), changed in
+    place later: it stays a list, keyed by value and watched."""
+    found: dict[type, None] = {}
+    data: list = []
+    pending = [treedef]
+    while pending:
+        node = pending.pop()
+        node_data = node.node_data()
+        if node_data is None:
+            continue  # A leaf.
+        t, d = node_data
+        if d is not None:
+            data.append(tuple(d) if t is dict and type(d) is list else d)
+        if t not in found and isinstance(t, type) and not library_class(t):
+            found[t] = None
+        pending.extend(node.children())
+    return tuple(found), data
+
+
+def _shape(treedef: Any) -> Any:
+    data = treedef.node_data()
+    if data is None:
+        return None
+    return (data[0], tuple([_shape(c) for c in treedef.children()]))
+
+
+def same_structure(a: Any, b: Any) -> bool:
+    """`a == b` for two `PyTreeDef`s, except that node data whose `==` raises is left out of the
+    comparison (node types and arities only); the caller compares node data itself."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return _shape(a) == _shape(b)
+
+
+class Structure:
+    """A `PyTreeDef` in a dict key: hashed as JAX hashes it, compared with `same_structure`."""
+
+    __slots__ = ("treedef", "_hash")
+
+    def __init__(self, treedef: Any):
+        self.treedef = treedef
+        self._hash = hash(treedef)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Structure:
+            return NotImplemented
+        return self._hash == other._hash and same_structure(self.treedef, other.treedef)
+
+    def __repr__(self) -> str:
+        return f"Structure({self.treedef!r})"
