@@ -171,3 +171,28 @@ def test_a_shared_program_keeps_no_weights_alive():
     del weight, jitted
     gc.collect()
     assert ref() is None
+
+
+def test_a_wrapped_module_changed_by_force_runs_as_it_is_now():
+    # `object.__setattr__` on a frozen module after wrapping it: the wrapper must not keep
+    # calling the arrays and static fields it took when it was made.
+    class Scale(eqx.Module):
+        w: jax.Array
+        k: float = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x * self.w * self.k
+
+    m = Scale(jnp.ones(2), 2.0)
+    f = es.filter_jit(m)
+    x = jnp.ones(2)
+    assert f(x).tolist() == [2.0, 2.0]
+    object.__setattr__(m, "w", jnp.full(2, 5.0))
+    assert f(x).tolist() == [10.0, 10.0]
+    object.__setattr__(m, "k", 3.0)
+    assert f(x).tolist() == [15.0, 15.0]
+    # A pytree copy holds arrays of its own, which no longer fit the changed module: refused.
+    copy = jax.tree_util.tree_map(lambda a: a, es.filter_jit(m))
+    object.__setattr__(m, "w", jnp.full(2, 7.0))
+    with pytest.raises(TypeError, match="changed in place"):
+        copy(x)

@@ -86,6 +86,7 @@ class _State:
             old = self.fun_key
             key, self.fun_watch = compute(self.fun)
             if key != old:
+                self.resplit()
                 program = get_program(self.fun, self.parts, self.which, self.jitkwargs)
                 rebound = None
                 if self.stats.calls:
@@ -99,11 +100,40 @@ class _State:
             self.watching = bool(self.fun_watch)
         return self.program
 
+    def resplit(self) -> None:
+        """After the function changed: a module changed by force (`object.__setattr__`) has
+        other arrays or static fields than the wrapper took when it was made, and every call
+        must run the function as it is now (a new `aux` tells the wrappers to take them)."""
+        parts = split_fun(self.fun)
+        if not _same_split(parts, self.parts):
+            self.parts = parts
+            self.keys = None
+            aux = dataclasses.replace(self.aux, treedef=parts.treedef, template=parts.template)
+            object.__setattr__(aux, "state", self)
+            self.aux = aux
+
     def traced(self, program: Program) -> None:
         """After a call that traced `program`: what the function changed in itself while traced
         (a `nonlocal` trace counter) is not a change after the program was made."""
         self.resnapshot()
         alias_program(program, self.fun, self.parts)
+
+
+MSG_SPLIT_CHANGED = (
+    "`eqxstable.filter_jit`: the function `{name}` that this wrapper is a copy of was changed in "
+    "place (`object.__setattr__`) after it was wrapped, so this copy's arrays and static parts no "
+    "longer match it. Wrap the changed function again: `es.filter_jit({name})`."
+)
+
+
+def _same_split(a: FunParts, b: FunParts) -> bool:
+    return (
+        a.treedef == b.treedef
+        and len(a.template) == len(b.template)
+        and all(x is y for x, y in zip(a.template, b.template))
+        and len(a.dynamic) == len(b.dynamic)
+        and all(x is y for x, y in zip(a.dynamic, b.dynamic))
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -193,6 +223,14 @@ class _JitWrapper(Generic[_P, _T]):
         init("_stats", state.stats)
         self.__dict__.update(state.names)
 
+    def _resync(self) -> None:
+        """Takes the function's parts again after `_State.resplit`: the wrapper made from the
+        function does; a pytree copy, which holds other arrays, cannot."""
+        state = self._state
+        if getattr(self, "_fun", None) is not state.fun:
+            raise TypeError(MSG_SPLIT_CHANGED.format(name=state.program.qualname))
+        self._set(state, state.parts.dynamic)
+
     @classmethod
     def _copy(cls, state: _State, dynamic: tuple) -> "_JitWrapper":
         """A wrapper of the same function with these leaves (its unflattening), sharing `state`."""
@@ -263,6 +301,8 @@ class _JitWrapper(Generic[_P, _T]):
         # on every call); `refresh` handles whatever it finds.
         if state.watching and (state.rebound is not None or not state.fun_watch.valid()):
             program = state.refresh()
+            if self._aux is not state.aux:
+                self._resync()
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
