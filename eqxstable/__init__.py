@@ -29,7 +29,10 @@ if typing.TYPE_CHECKING:
     from ._stabilize import stabilize as stabilize
 
 
-__version__ = importlib.metadata.version("eqxstable")
+try:
+    __version__ = importlib.metadata.version("eqxstable")
+except importlib.metadata.PackageNotFoundError:  # Run from a source tree that is not installed.
+    __version__ = "0+unknown"
 
 # The names that need JAX and Equinox are imported when first used: the pytest plugin (an entry
 # point, loaded by every pytest run wherever eqxstable is installed) imports this package, and
