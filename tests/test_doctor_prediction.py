@@ -81,6 +81,7 @@ def test_every_script_has_an_expectation():
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+@pytest.mark.counts_traces
 def test_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
     observed, printed = _doctor(tmp_path, script)
     stabilized, printed_stable = _doctor(tmp_path, script, "--stabilize")

@@ -83,6 +83,7 @@ _CASES = [
 
 
 @pytest.mark.parametrize("mode, name", _CASES)
+@pytest.mark.counts_traces
 def test_rebuilt_equivalents_share_one_program(mode, name):
     es.clear_caches()
     make = _FACTORIES[name]
@@ -103,6 +104,7 @@ def _first_update(opt, g, p) -> Any:
     return opt.update(g, opt.init(p), p)[0]
 
 
+@pytest.mark.counts_traces
 def test_optax_adam_rebuilt_shares_and_other_learning_rate_does_not():
     es.clear_caches()
     traces = 0
