@@ -1,0 +1,195 @@
+"""The helper of `scripts/mutation.sh`: prepares the copy of the package that mutmut mutates, and
+reads mutmut's results into one score.
+
+    python scripts/mutation.py prepare DIR   # in the copy DIR of the repository
+    python scripts/mutation.py score DIR [PATTERN...]  # after `mutmut run` in DIR
+
+`prepare` rewrites the modules under test, in the copy only, so that mutmut mutates all of them:
+
+- mutmut skips decorated functions, and most key handlers are `@compound` (the cycle and depth
+  guard): `@deco def f` becomes `def f` followed by `f = deco(f)`, which is the same program;
+- the functions of a mutated file that are outside this measurement (the tracing and explaining
+  code of `_jit/_program.py`; only its program-sharing logic is measured) and those that only run
+  when a module is imported (no test can select them) get `# pragma: no mutate block`.
+
+`score` counts mutmut's verdicts and prints the score as its last line: killed (a test failed, or
+the mutant timed out or crashed the test process) over all mutants less those judged equivalent in
+`tests/mutation_equivalent.txt` (a surviving mutant that no test can kill because the program does
+the same thing; each entry says why).
+"""
+
+import ast
+import fnmatch
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+# The modules measured: the keys, the registry, the mutation detection (`Watch`, the memo) and
+# the jit cache with the program-sharing logic. Paths relative to the repository root.
+MODULES = (
+    "eqxstable/_keys/_types.py",
+    "eqxstable/_keys/_origin.py",
+    "eqxstable/_keys/_code.py",
+    "eqxstable/_keys/_context.py",
+    "eqxstable/_keys/_watch.py",
+    "eqxstable/_keys/_values.py",
+    "eqxstable/_keys/_callables.py",
+    "eqxstable/_keys/_rules.py",
+    "eqxstable/_keys/__init__.py",
+    "eqxstable/_registry.py",
+    "eqxstable/_jit/_cache.py",
+    "eqxstable/_jit/_program.py",
+)
+
+# In these files only the named top-level functions and classes are measured.
+ONLY = {
+    "eqxstable/_jit/_program.py": {"get_program", "alias_program", "_options", "_clear_all"},
+}
+
+# Run only while a module is imported, before any test: no test can select their mutants.
+IMPORT_TIME = {
+    "eqxstable/_keys/_origin.py": {"_library_roots"},
+}
+
+# Left as they are: `overload` stubs are replaced by the real definition, and mutmut handles
+# `staticmethod` and `classmethod` itself.
+KEEP_DECORATORS = {"overload", "staticmethod", "classmethod"}
+
+PRAGMA = "  # pragma: no mutate block"
+
+
+def _decorator_name(d: ast.expr) -> str:
+    while isinstance(d, ast.Call):
+        d = d.func
+    if isinstance(d, ast.Attribute):
+        return d.attr
+    return d.id if isinstance(d, ast.Name) else ""
+
+
+def _rewrite(path: Path, relative: str) -> int:
+    source = path.read_text()
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    only = ONLY.get(relative)
+    import_time = IMPORT_TIME.get(relative, set())
+    # (line index, replacement lines) edits, applied bottom-up.
+    edits: list[tuple[int, int, list[str]]] = []
+
+    def visit(body: list[ast.stmt], top: bool) -> None:
+        for node in body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            excluded = top and ((only is not None and node.name not in only) or (
+                node.name in import_time
+            ))
+            if excluded:
+                i = node.lineno - 1
+                line = lines[i].rstrip("\n")
+                edits.append((i, i + 1, [line + PRAGMA + "\n"]))
+                continue
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, False)
+                continue
+            decos = node.decorator_list
+            if not decos or any(_decorator_name(d) in KEEP_DECORATORS for d in decos):
+                continue
+            indent = re.match(r"\s*", lines[node.lineno - 1]).group(0)  # pyright: ignore
+            applied = node.name
+            for d in reversed(decos):
+                applied = f"{ast.get_source_segment(source, d)}({applied})"
+            end = node.end_lineno
+            assert end is not None
+            edits.append((end, end, [f"{indent}{node.name} = {applied}\n"]))
+            first = decos[0].lineno - 1
+            edits.append((first, node.lineno - 1, []))
+
+    visit(tree.body, True)
+    for start, stop, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        lines[start:stop] = new
+    rewritten = "".join(lines)
+    ast.parse(rewritten)
+    path.write_text(rewritten)
+    return len(edits)
+
+
+def prepare(root: Path) -> None:
+    for relative in MODULES:
+        n = _rewrite(root / relative, relative)
+        print(f"prepared {relative} ({n} edits)")
+
+
+# mutmut's exit-code verdicts (`mutmut.__main__.status_by_exit_code`).
+# Anything else ("survived", "no tests", "suspicious", "not checked") counts as not killed.
+KILLED = {"killed", "timeout", "segfault"}
+
+
+def _equivalents(root: Path) -> dict[str, str]:
+    """Mutant names judged equivalent, with the reason, from `tests/mutation_equivalent.txt`:
+    `name  # reason` per line."""
+    path = root / "tests" / "mutation_equivalent.txt"
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, reason = line.partition("#")
+        out[name.strip()] = reason.strip()
+    return out
+
+
+def score(root: Path, patterns: list[str]) -> None:
+    result = subprocess.run(
+        ["mutmut", "results", "--all", "true"], cwd=root, capture_output=True, text=True
+    )
+    verdicts: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and (not patterns or any(fnmatch.fnmatch(name, p) for p in patterns)):
+            verdicts[name] = status
+    equivalent = _equivalents(root)
+    counts: dict[str, int] = {}
+    for status in verdicts.values():
+        counts[status] = counts.get(status, 0) + 1
+    judged = {n for n in equivalent if n in verdicts}
+    stale = [] if patterns else sorted(n for n in equivalent if n not in verdicts)
+    wrongly = sorted(n for n in judged if verdicts[n] in KILLED)
+    survivors = sorted(
+        n for n, s in verdicts.items() if s not in KILLED and n not in equivalent
+    )
+    killed = sum(1 for s in verdicts.values() if s in KILLED)
+    total = len(verdicts)
+    counted = total - len(judged) + len(wrongly)
+    print(json.dumps(counts, sort_keys=True))
+    for name in survivors:
+        print(f"survivor ({verdicts[name]}): {name}")
+    for name in stale:
+        print(f"listed as equivalent but not a mutant any more: {name}")
+    for name in wrongly:
+        print(f"listed as equivalent but killed: {name}")
+    raw = 100.0 * killed / total if total else 0.0
+    final = 100.0 * killed / counted if counted else 0.0
+    print(
+        f"mutation score: {final:.1f}% ({killed} killed of {counted} non-equivalent mutants; "
+        f"{len(judged) - len(wrongly)} judged equivalent; raw {raw:.1f}% of {total})"
+    )
+
+
+def main() -> None:
+    command, root, patterns = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
+    if command == "prepare":
+        prepare(root)
+    elif command == "score":
+        score(root, patterns)
+    else:
+        raise SystemExit(
+            f"`scripts/mutation.py {command}`: unknown command; use `prepare` or `score`."
+        )
+
+
+if __name__ == "__main__":
+    main()
