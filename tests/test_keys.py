@@ -375,6 +375,6 @@ def test_deep_structures_terminate():
     assert es.stable_key(f).identity
     # Shallower than the limit: keyed by value as usual.
     shallow: Any = 0
-    for _ in range(100):
+    for _ in range(50):
         shallow = (shallow,)
     assert es.stable_key(closure_over(shallow)) == es.stable_key(closure_over(shallow))

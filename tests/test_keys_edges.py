@@ -1,0 +1,277 @@
+"""The keys' less travelled paths, found by mutation testing (`scripts/mutation.sh`): arrays
+reached through partials, methods and slices stay watched; module attributes read by a function;
+builtins and their bound methods; object arrays; `Equal`; node data that is not a tuple."""
+
+import functools as ft
+import re
+import types
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import pytest
+
+import eqxstable as es
+from eqxstable._keys import Equal, Key, warns_hash_without_eq
+
+
+def key(obj: Any) -> Key:
+    return es.stable_key(obj)
+
+
+def body(x, y=0):
+    return x * y
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    es.clear_caches()
+
+
+class Holder(NamedTuple):
+    array: Any
+
+    def scaled(self, x):
+        return x * self.array
+
+    def shifted(self, x):
+        return x + self.array
+
+
+def counted_apply():
+    traces = 0
+
+    def apply(x, f):
+        nonlocal traces
+        traces += 1
+        return f(x)
+
+    return es.filter_jit(apply), lambda: traces
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: ft.partial(body, y=a),
+        lambda a: ft.partial(lambda a_, x: x * a_, a),
+        lambda a: Holder(a).scaled,
+    ],
+    ids=["partial keyword", "partial argument", "bound method"],
+)
+def test_array_inside_a_static_callable_is_watched(make):
+    a = np.full(2, 2.0, np.float32)
+    f = make(a)
+    jitted, traces = counted_apply()
+    x = jnp.ones(2, jnp.float32)
+    np.testing.assert_allclose(jitted(x, f), 2.0)
+    np.testing.assert_allclose(jitted(x, f), 2.0)
+    assert traces() == 1
+    a[0] = 5.0
+    np.testing.assert_allclose(jitted(x, f), [5.0, 2.0])
+    assert traces() == 2
+    # And by identity: an equal array of its own is another key.
+    assert key(make(a)) != key(make(a.copy()))
+
+
+def test_array_in_a_static_slice_is_watched():
+    start = np.array(1)
+    sl = slice(start, None)
+    jitted, traces = counted_apply()
+    x = jnp.arange(4.0)
+    np.testing.assert_allclose(jitted(x, lambda v: v[sl]), [1.0, 2.0, 3.0])
+    assert key(slice(start, 2)) != key(slice(np.array(1), 2))
+    before = key(sl)
+    start[()] = 2
+    assert key(sl) != before
+
+
+def test_methods_by_function_and_self():
+    h = Holder((1, 2))
+    assert key(Holder((1, 2)).scaled) == key(h.scaled)
+    assert key(h.scaled) != key(h.shifted)
+    assert key(h.scaled) != key(Holder((1, 3)).scaled)
+
+
+def test_jitted_closures_by_what_they_close_over():
+    def make(v):
+        return jax.jit(lambda x: x * v)
+
+    assert key(make(1.0)) == key(make(1.0))
+    assert key(make(1.0)) != key(make(2.0))
+    assert key(ft.partial(body, (1, 2), y=(3, 4))) == key(ft.partial(body, (1, 2), y=(3, 4)))
+
+
+def test_builtins_and_their_bound_methods():
+    assert key(len) != key(abs)
+    assert not key(len).identity
+    a, b = [1], [1]
+    assert key(a.append) != key(b.append)
+    assert key(a.append) != key(a.extend)
+    before = key(a.append)
+    a.append(2)
+    assert key(a.append) != before
+    assert key((1.5).hex) == key((1.5).hex)
+    assert key((1.5).hex) != key((2.5).hex)
+    assert key(np.add.reduce) == key(np.add.reduce)
+
+
+def test_object_arrays_by_identity_and_items():
+    a = np.array([1, "x"], dtype=object)
+    b = np.array([1, "x"], dtype=object)
+    assert key(a) != key(b)
+    f = (lambda arr: lambda: arr)(a)
+    before = key(f)
+    assert key(f) == before
+    a[0] = 2
+    assert key(f) != before
+    assert key(a).identity
+
+
+def test_hash_without_eq_is_reported_by_type():
+    class OnlyHash:
+        def __hash__(self):
+            return 0
+
+    class Both:
+        def __eq__(self, other):
+            return self is other
+
+        def __hash__(self):
+            return 0
+
+    assert warns_hash_without_eq(OnlyHash)
+    assert not warns_hash_without_eq(Both)
+    assert not warns_hash_without_eq(int)
+
+
+class Weird:
+    """`__eq__` answers with whatever it was given."""
+
+    def __init__(self, answer, h=0):
+        self.answer = answer
+        self.h = h
+
+    def __eq__(self, other):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def __hash__(self):
+        return self.h
+
+
+class Weird2(Weird):
+    pass
+
+
+def test_equal_is_the_objects_own_equality_within_one_type():
+    assert Equal(Weird(True), 0) == Equal(Weird(True), 0)
+    assert Equal(Weird(np.bool_(True)), 0) == Equal(Weird(np.bool_(True)), 0)
+    assert Equal(Weird(False), 0) != Equal(Weird(False), 0)
+    assert Equal(Weird(np.bool_(False)), 0) != Equal(Weird(np.bool_(False)), 0)
+    assert Equal(Weird(np.ones(2, bool)), 0) != Equal(Weird(np.ones(2, bool)), 0)
+    assert Equal(Weird(1), 0) != Equal(Weird(1), 0)
+    assert Equal(Weird(RuntimeError()), 0) != Equal(Weird(RuntimeError()), 0)
+    # Never across types, nor across hashes, whatever `__eq__` says.
+    assert Equal(Weird(True), 0) != Equal(Weird2(True), 0)
+    assert Equal(Weird(True), 0) != Equal(Weird(True), 1)
+    assert Equal(Weird(True), 0) != Weird(True)
+    w = Weird(False)
+    assert Equal(w, 0) == Equal(w, 0)
+    assert hash(Equal(Weird(True), 0)) == hash(Equal(Weird(True), 0))
+    assert hash(Equal(Weird(True), 0)) != hash(Equal(Weird2(True), 0))
+    assert Equal(w, 0).obj is w
+
+
+def test_library_objects_with_their_own_equality():
+    # A compiled pattern is keyed with `re.Pattern.__eq__` (its state cannot be pickled by value).
+    a = re.compile("ab+", re.IGNORECASE)
+    re.purge()
+    b = re.compile("ab+", re.IGNORECASE)
+    assert a is not b
+    assert key(a) == key(b)
+    assert key(a) != key(re.compile("ab+"))
+    assert type(key(a).parts) is Equal
+
+
+ATTR_MODULE = types.ModuleType("attr_module")
+ATTR_MODULE.__file__ = __file__.replace(".py", "_fake.py")  # a user's file
+ATTR_MODULE.LR = 0.1  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def reads_module_attribute(x):
+    return x * ATTR_MODULE.LR  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def reads_missing_attribute(x):
+    return x * ATTR_MODULE.LATER  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_module_attributes_read_by_a_function():
+    before = key(reads_module_attribute)
+    same_code = types.FunctionType(reads_module_attribute.__code__, globals())
+    assert key(same_code) == before
+    ATTR_MODULE.LR = 0.2  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        after = key(reads_module_attribute)
+        assert after != before
+        ATTR_MODULE.LR = 2  # pyright: ignore[reportAttributeAccessIssue]
+        assert key(reads_module_attribute) != after
+    finally:
+        ATTR_MODULE.LR = 0.1  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(reads_module_attribute) == before
+    # An attribute that is not there yet, then set: a new key.
+    missing = key(reads_missing_attribute)
+    ATTR_MODULE.LATER = None  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        assert key(reads_missing_attribute) != missing
+    finally:
+        del ATTR_MODULE.LATER  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(reads_missing_attribute) == missing
+
+
+def reads_len(x):
+    return x * len((1,))
+
+
+def test_a_global_defined_later_shadows_the_builtin():
+    before = key(reads_len)
+    globals()["len"] = lambda t: 2
+    try:
+        assert key(reads_len) != before
+    finally:
+        del globals()["len"]
+    assert key(reads_len) == before
+
+
+class Aux:
+    """A pytree node whose node data is a plain value, not a tuple."""
+
+    def __init__(self, x, tag):
+        self.x, self.tag = x, tag
+
+
+jtu.register_pytree_node(Aux, lambda a: ((a.x,), a.tag), lambda tag, xs: Aux(xs[0], tag))
+
+
+def test_node_data_that_is_not_a_tuple_compared_type_exactly():
+    traces = 0
+
+    def f(a):
+        nonlocal traces
+        traces += 1
+        return a.x * a.tag
+
+    jitted = es.filter_jit(f)
+    x = jnp.ones(1, jnp.float32)
+    assert jitted(Aux(x, 2)).dtype == jnp.float32
+    jitted(Aux(x, 2))
+    assert traces == 1
+    np.testing.assert_allclose(jitted(Aux(x, 3)), 3.0)
+    np.testing.assert_allclose(jitted(Aux(x, 3.0)), 3.0)
+    np.testing.assert_allclose(jitted(Aux(x, True)), 1.0)
+    assert traces == 4
+    jitted(Aux(x, 3))
+    assert traces == 4
