@@ -54,6 +54,14 @@ IMPORT_TIME = {
     "eqxstable/_keys/_origin.py": {"_library_roots"},
 }
 
+# Decorators whose wrapper is made when a module is imported: the wrapper's body is moved into a
+# top-level function of its own (`_<decorator>_<wrapper>`), called at run time, so that its
+# mutants are run (and the tests that call it found); the decorator itself is then import-time
+# plumbing, not mutated.
+HOIST = {
+    "eqxstable/_keys/_context.py": {"compound": "handler"},
+}
+
 # Left as they are: `overload` stubs are replaced by the real definition, and mutmut handles
 # `staticmethod` and `classmethod` itself.
 KEEP_DECORATORS = {"overload", "staticmethod", "classmethod"}
@@ -74,7 +82,7 @@ def _rewrite(path: Path, relative: str) -> int:
     lines = source.splitlines(keepends=True)
     tree = ast.parse(source)
     only = ONLY.get(relative)
-    import_time = IMPORT_TIME.get(relative, set())
+    import_time = set(IMPORT_TIME.get(relative, ())) | set(HOIST.get(relative, ()))
     # (line index, replacement lines) edits, applied bottom-up.
     edits: list[tuple[int, int, list[str]]] = []
 
@@ -115,8 +123,35 @@ def _rewrite(path: Path, relative: str) -> int:
     return len(edits)
 
 
+def _hoist(path: Path, relative: str) -> None:
+    """Moves the body of each `HOIST`ed wrapper into a top-level function (see `HOIST`)."""
+    for outer_name, inner_name in HOIST.get(relative, {}).items():
+        source = path.read_text()
+        lines = source.splitlines(keepends=True)
+        outer = next(
+            n for n in ast.parse(source).body
+            if isinstance(n, ast.FunctionDef) and n.name == outer_name
+        )
+        inner = next(
+            n for n in outer.body if isinstance(n, ast.FunctionDef) and n.name == inner_name
+        )
+        (outer_arg,) = [a.arg for a in outer.args.args]
+        args = [a.arg for a in inner.args.args]
+        first, last = inner.body[0].lineno - 1, inner.body[-1].end_lineno
+        assert last is not None and not inner.decorator_list
+        hoisted = f"_{outer_name}_{inner_name}"
+        body = [line[4:] if line.strip() else line for line in lines[first:last]]
+        call = f"{' ' * (inner.col_offset + 4)}return {hoisted}({', '.join([outer_arg, *args])})\n"
+        lines[first:last] = [call]
+        top = outer.lineno - 1 - len(outer.decorator_list)
+        header = f"def {hoisted}({', '.join([outer_arg, *args])}):\n"
+        lines[top:top] = [header, *body, "\n\n"]
+        path.write_text("".join(lines))
+
+
 def prepare(root: Path) -> None:
     for relative in MODULES:
+        _hoist(root / relative, relative)
         n = _rewrite(root / relative, relative)
         print(f"prepared {relative} ({n} edits)")
 

@@ -11,11 +11,17 @@ The caches are transparent: forgetting them never changes a key.
 
 import gc
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from eqxstable._keys import _code, _context, _origin, _values
+
+
+# mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
+# more than Python's default 1000 frames, as it does not outside this copy.
+sys.setrecursionlimit(5000)
 
 
 @pytest.fixture(autouse=True)

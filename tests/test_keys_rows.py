@@ -93,6 +93,7 @@ def tagged(value: float, tag: str) -> Tagged:
 def test_builtin_subclasses_by_value_and_attributes():
     assert same(Loose(3), Loose(3))
     assert key(Loose(3)) != key(Loose(4))
+    assert key(Loose(3)) != key(type("OtherInt", (int,), {})(3))
     assert key(Loose(3)) != key(3)
     assert same(tagged(1.0, "a"), tagged(1.0, "a"))
     assert key(tagged(1.0, "a")) != key(tagged(1.0, "b"))
@@ -160,6 +161,14 @@ def test_tuples_by_exact_type_and_items():
     # Items are keyed type-exactly.
     assert key((1,)) != key((1.0,)) and key(A(1)) != key(A(True))
     assert same(frozenset(["a", "b"]), frozenset(["a", "b"]))
+    # A NamedTuple is rebuilt by `intern` with read-only arrays; another tuple subclass is not.
+    assert not key(A(np.ones(1))).identity
+    assert key(type("T", (tuple,), {})([np.ones(1)])).identity
+    # Attributes of a tuple or frozenset subclass are part of the key.
+    T = type("T", (frozenset,), {})
+    t1, t2 = T([1]), T([1])
+    t1.tag, t2.tag = "a", "b"  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(t1) != key(t2)
     assert key(frozenset([1])) != key(frozenset([True]))
 
 
@@ -220,6 +229,13 @@ class Plain:
         self.v = v
 
 
+class Slotted:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
 # list, dict, set, bytearray, plain object: identity and contents; a change is a new key.
 @pytest.mark.parametrize(
     "make, change",
@@ -233,6 +249,7 @@ class Plain:
         (lambda: bytearray(b"a"), lambda o: o.extend(b"b")),
         (lambda: Plain(1), lambda o: setattr(o, "v", 2)),
         (lambda: Plain(1), lambda o: setattr(o, "w", 2)),
+        (lambda: Slotted(1), lambda o: setattr(o, "v", 2)),
     ],
 )
 def test_mutables_by_identity_and_contents(make, change):
@@ -263,6 +280,7 @@ def test_top_level_arrays_by_contents():
 # NumPy array reached through a function: identity and bytes, watched.
 def test_captured_arrays_by_identity_and_bytes():
     a, b = np.ones(2), np.ones(2)
+    assert key(closure_over(a)).identity
     assert key(closure_over(a)) != key(closure_over(b))
     f = closure_over(a)
     before = key(f)
