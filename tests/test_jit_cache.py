@@ -6,6 +6,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 import pytest
 
@@ -202,3 +203,28 @@ def test_memoised_key_and_watch_are_the_computed_ones():
     assert key1 == key2
     assert len(watch1) == len(watch2) and watch2.valid()
     assert [n[2] for n in watch2.names] == [n[2] for n in watch1.names]
+
+
+class Configured:
+    """A pytree node whose `flatten` returns a fresh dict as its node data on every call."""
+
+    def __init__(self, x, options):
+        self.x, self.options = x, options
+
+
+jtu.register_pytree_node(
+    Configured,
+    lambda c: ((c.x,), {"scale": c.options["scale"]}),
+    lambda options, xs: Configured(xs[0], options),
+)
+
+
+def test_node_data_made_afresh_by_each_flatten_is_keyed_by_contents():
+    jitted, traces = counted(lambda c: c.x * c.options["scale"])
+    x = jnp.ones(1)
+    for _ in range(3):
+        np.testing.assert_allclose(jitted(Configured(x, {"scale": 2.0})), 2.0)
+    assert traces() == 1
+    np.testing.assert_allclose(jitted(Configured(x, {"scale": 3.0})), 3.0)
+    np.testing.assert_allclose(jitted(Configured(x, {"scale": 3})), 3.0)
+    assert traces() == 3
