@@ -161,23 +161,74 @@ def prepare(root: Path) -> None:
 KILLED = {"killed", "timeout", "segfault"}
 
 
-def _equivalents(root: Path) -> dict[str, str]:
-    """Mutant names judged equivalent, with the reason, from `tests/mutation_equivalent.txt`:
-    `name  # reason` per line."""
+def _equivalents(root: Path) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """What `tests/mutation_equivalent.txt` judges equivalent: mutant names (`NAME  # reason`),
+    and rules (`replace: OLD => NEW  # reason`: any mutant whose only change is that text
+    replaced, once, on one line; `retag  # reason`: a key's tag string spelled otherwise;
+    `function: GLOB  # reason`: every mutant of the functions whose mangled name matches)."""
     path = root / "tests" / "mutation_equivalent.txt"
-    out: dict[str, str] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text().splitlines():
+    names: dict[str, str] = {}
+    rules: list[tuple[str, str, str]] = []
+    for line in path.read_text().splitlines() if path.exists() else ():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        name, _, reason = line.partition("#")
-        out[name.strip()] = reason.strip()
-    return out
+        body, _, reason = line.partition("  # ")
+        body, reason = body.strip(), reason.strip()
+        if body.startswith("replace:"):
+            old, _, new = body[len("replace:") :].partition(" => ")
+            rules.append(("replace", old.strip(), f"{new.strip()}\t{reason}"))
+        elif body == "retag":
+            rules.append(("retag", "", reason))
+        elif body.startswith("function:"):
+            rules.append(("function", body[len("function:") :].strip(), reason))
+        else:
+            names[body] = reason
+    return names, rules
+
+
+_TAG = re.compile(r'\(\s*"([a-z][a-z-]*)"')
+
+
+def _changed_lines(root: Path, name: str) -> tuple[str, str] | None:
+    """The one line a mutant changes, before and after, or `None` if it changes several."""
+    from mutmut.__main__ import find_mutant, get_diff_for_mutant
+
+    diff = get_diff_for_mutant(name, path=find_mutant(name).path)
+    old = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
+    new = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    return (old[0], new[0]) if len(old) == len(new) == 1 else None
+
+
+def _rule_reason(rules: list[tuple[str, str, str]], name: str, root: Path) -> str | None:
+    for kind, glob, reason in rules:
+        if kind == "function" and fnmatch.fnmatch(name.rpartition("__mutmut_")[0], glob):
+            return reason
+    lines = _changed_lines(root, name)
+    if lines is None:
+        return None
+    old, new = lines
+    for kind, before, after in rules:
+        if kind == "replace":
+            replacement, reason = after.split("\t", 1)
+            if before in old and any(
+                old[:i] + replacement + old[i + len(before) :] == new
+                for i in [m.start() for m in re.finditer(re.escape(before), old)]
+            ):
+                return reason
+        elif kind == "retag":
+            for m in _TAG.finditer(old):
+                tag = m.group(1)
+                for spelled in (f"XX{tag}XX", tag.upper()):
+                    if old[: m.start(1)] + spelled + old[m.end(1) :] == new:
+                        return after
+    return None
 
 
 def score(root: Path, patterns: list[str]) -> None:
+    import os
+
+    os.chdir(root)
     result = subprocess.run(
         ["mutmut", "results", "--all", "true"], cwd=root, capture_output=True, text=True
     )
@@ -186,31 +237,41 @@ def score(root: Path, patterns: list[str]) -> None:
         name, sep, status = line.strip().rpartition(": ")
         if sep and (not patterns or any(fnmatch.fnmatch(name, p) for p in patterns)):
             verdicts[name] = status
-    equivalent = _equivalents(root)
+    names, rules = _equivalents(root)
     counts: dict[str, int] = {}
     for status in verdicts.values():
         counts[status] = counts.get(status, 0) + 1
-    judged = {n for n in equivalent if n in verdicts}
-    stale = [] if patterns else sorted(n for n in equivalent if n not in verdicts)
-    wrongly = sorted(n for n in judged if verdicts[n] in KILLED)
-    survivors = sorted(
-        n for n, s in verdicts.items() if s not in KILLED and n not in equivalent
-    )
+    equivalent: dict[str, str] = {}
+    wrongly = []
+    for name, status in sorted(verdicts.items()):
+        reason = names.get(name)
+        if status not in KILLED:
+            reason = reason or _rule_reason(rules, name, root)
+            if reason:
+                equivalent[name] = reason
+        elif reason:
+            wrongly.append(name)
+    survivors = sorted(n for n, s in verdicts.items() if s not in KILLED and n not in equivalent)
+    stale = [] if patterns else sorted(n for n in names if n not in verdicts)
     killed = sum(1 for s in verdicts.values() if s in KILLED)
     total = len(verdicts)
-    counted = total - len(judged) + len(wrongly)
+    counted = total - len(equivalent)
     print(json.dumps(counts, sort_keys=True))
+    for name, reason in equivalent.items():
+        print(f"equivalent: {name}: {reason}")
     for name in survivors:
-        print(f"survivor ({verdicts[name]}): {name}")
+        lines = _changed_lines(root, name)
+        change = f"{lines[0].strip()}  ->  {lines[1].strip()}" if lines else "(several lines)"
+        print(f"survivor ({verdicts[name]}): {name}: {change}")
     for name in stale:
         print(f"listed as equivalent but not a mutant any more: {name}")
     for name in wrongly:
-        print(f"listed as equivalent but killed: {name}")
+        print(f"listed as equivalent but killed (remove it from the list): {name}")
     raw = 100.0 * killed / total if total else 0.0
     final = 100.0 * killed / counted if counted else 0.0
     print(
         f"mutation score: {final:.1f}% ({killed} killed of {counted} non-equivalent mutants; "
-        f"{len(judged) - len(wrongly)} judged equivalent; raw {raw:.1f}% of {total})"
+        f"{len(equivalent)} judged equivalent; raw {raw:.1f}% of {total})"
     )
 
 

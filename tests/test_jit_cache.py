@@ -214,7 +214,7 @@ class Configured:
 
 jtu.register_pytree_node(
     Configured,
-    lambda c: ((c.x,), {"scale": c.options["scale"]}),
+    lambda c: ((c.x,), {"scale": c.options["scale"]}),  # pyright: ignore[reportArgumentType]
     lambda options, xs: Configured(xs[0], options),
 )
 

@@ -21,7 +21,7 @@ def key(obj: Any) -> Key:
     return es.stable_key(obj)
 
 
-def body(x, y=0):
+def body(x, y: Any = 0):
     return x * y
 
 

@@ -67,6 +67,9 @@ def test_numpy_scalars_by_type_dtype_and_bytes():
     a = np.zeros((), dtype=[("a", "<f4"), ("b", "<f4")])[()]
     b = np.zeros((), dtype=[("x", "<f4"), ("y", "<f4")])[()]
     assert a.tobytes() == b.tobytes() and key(a) != key(b)
+    # A subclass of a NumPy scalar type has the same dtype, and may compute otherwise.
+    sub = type("Scaled", (np.float64,), {"__mul__": lambda self, o: 2 * float(self) * o})
+    assert key(sub(1.0)) != key(np.float64(1.0))
 
 
 class Loose(int):
@@ -350,7 +353,7 @@ def test_closure_cells():
     assert same(closure_over(1.0), closure_over(1.0))
 
     def late():
-        f = lambda: later  # noqa: E731
+        f = lambda: later  # noqa: E731  # pyright: ignore[reportUndefinedVariable]
         if False:
             later = 1
         return f

@@ -1,6 +1,7 @@
 """`es.register` refuses bad input at once, naming the call and the fix."""
 
 import re
+import types
 
 import pytest
 
@@ -60,12 +61,12 @@ def test_a_taken_name_is_refused_naming_both_callables():
     ):
         es.register("taken-name-test", triple)
     # An equivalent callable, rebuilt, is given the registered one.
-    rebuilt = type(_double)(_double.__code__, _double.__globals__)
+    rebuilt = types.FunctionType(_double.__code__, _double.__globals__)
     assert rebuilt is not _double
     assert es.register("taken-name-test", rebuilt) is _double
     # Also once the interning tables are cleared (names are kept): the registered one, by key.
     es.clear_caches()
-    again = type(_double)(_double.__code__, _double.__globals__)
+    again = types.FunctionType(_double.__code__, _double.__globals__)
     assert es.register("taken-name-test", again) is _double
 
 
