@@ -205,6 +205,16 @@ def test_memoised_key_and_watch_are_the_computed_ones():
     assert [n[2] for n in watch2.names] == [n[2] for n in watch1.names]
 
 
+class Tagged:
+    """A pytree node whose node data is its tag itself (the same object on every flatten)."""
+
+    def __init__(self, x, tag):
+        self.x, self.tag = x, tag
+
+
+jtu.register_pytree_node(Tagged, lambda t: ((t.x,), t.tag), lambda tag, xs: Tagged(xs[0], tag))
+
+
 class Configured:
     """A pytree node whose `flatten` returns a fresh dict as its node data on every call."""
 
@@ -228,3 +238,32 @@ def test_node_data_made_afresh_by_each_flatten_is_keyed_by_contents():
     np.testing.assert_allclose(jitted(Configured(x, {"scale": 3.0})), 3.0)
     np.testing.assert_allclose(jitted(Configured(x, {"scale": 3})), 3.0)
     assert traces() == 3
+
+
+def test_the_hit_path_computes_no_key(monkeypatch):
+    # Hits are checked with identity comparisons only (`Watch.valid`, the node data): a key is
+    # computed again only when something changed.
+    from eqxstable._jit import _cache
+
+    computed = []
+    for name in ("compute", "compute_node_data"):
+        real = getattr(_cache, name)
+        monkeypatch.setattr(
+            _cache, name, lambda x, real=real: computed.append(x) or real(x)
+        )
+    scales = [2.0]
+    act = lambda v: v * scales[0] * len((1,))  # noqa: E731
+    jitted, traces = counted(lambda t, m, x, f: t.x * t.tag * f(x))
+    x = jnp.ones(1, jnp.int32)
+    # Node data of both kinds: a plain value (compared by identity) and a module's static
+    # fields (a tuple, compared item by item).
+    args = (Tagged(x, 3), Static((1, "a")), x, act)
+    np.testing.assert_array_equal(jitted(*args), [6.0])
+    first = len(computed)
+    assert first > 0
+    for _ in range(3):
+        jitted(*args)
+    assert len(computed) == first and traces() == 1
+    scales[0] = 4.0
+    np.testing.assert_array_equal(jitted(*args), [12.0])
+    assert len(computed) > first and traces() == 2

@@ -184,6 +184,11 @@ class Mod(eqx.Module):
     value: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class Unset:
+    value: Any = dataclasses.field(init=False)
+
+
 def _body(x, y=0):
     return x + y
 
@@ -195,8 +200,21 @@ def test_frozen_dataclasses_and_modules_by_class_and_fields():
     assert key(Frozen(1)) != key(Mod(1))
     assert same(Mod((1, "a")), Mod((1, "a")))
     assert key(Mod(1)) != key(Mod(2))
+    # A user's array in a field is the user's: by identity (and watched), not by contents.
+    a = np.ones(2)
+    assert key(Mod(a)) != key(Mod(a.copy())) and key(Mod(a)).identity
+    assert key(eqx.Partial(_body, y=a)) != key(eqx.Partial(_body, y=a.copy()))
+    # An attribute set beside the fields, and a field never set, are part of the key.
+    f1, f2 = Frozen(1), Frozen(1)
+    object.__setattr__(f1, "extra", 1)
+    assert key(f1) != key(f2)
+    assert same(Unset(), Unset())
+    none = Unset()
+    object.__setattr__(none, "value", None)
+    assert key(Unset()) != key(none)
     # `eqx.Partial.keywords` is the partial's own dict: by value, and watched.
     assert same(eqx.Partial(_body, y=1), eqx.Partial(_body, y=1))
+    assert same(eqx.Partial(_body, y=(1, 2)), eqx.Partial(_body, y=(1, 2)))
     p = eqx.Partial(_body, y=1)
     before = key(p)
     p.keywords["y"] = 2
@@ -375,6 +393,12 @@ def test_partials():
     before = key(p)
     p.keywords["y"] = 3
     assert key(p) != before
+    # Its attributes too.
+    q1, q2 = ft.partial(_body, 1), ft.partial(_body, 1)
+    q1.tag, q2.tag = (1, 2), (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(q1) == key(q2)
+    q2.tag = (1, 3)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(q1) != key(q2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,18 +444,28 @@ def test_user_classes_watched():
 def test_user_modules_read_whole(tmp_path, monkeypatch):
     (tmp_path / "rows_user_module.py").write_text("VALUE = 1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "rows_twin_module.py").write_text("VALUE = 1.0\n")
     module = importlib.import_module("rows_user_module")
+    twin = importlib.import_module("rows_twin_module")
     try:
         f = closure_over(module)
         before = key(f)
+        assert same(closure_over(module), f)
+        # Another module with the same contents is another module.
+        assert key(closure_over(twin)) != before
         module.VALUE = 2.0  # pyright: ignore[reportAttributeAccessIssue]
         assert key(f) != before
         module.VALUE = 1.0  # pyright: ignore[reportAttributeAccessIssue]
         assert key(f) == before
-        reloaded = importlib.reload(module)
-        assert reloaded is module
+        module.T = (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
+        with_tuple = key(f)
+        module.T = (1, 3)  # pyright: ignore[reportAttributeAccessIssue]
+        assert key(f) != with_tuple
+        module.A = np.ones(1)  # pyright: ignore[reportAttributeAccessIssue]
+        assert key(f).identity
     finally:
         sys.modules.pop("rows_user_module", None)
+        sys.modules.pop("rows_twin_module", None)
 
 
 # Library function, module, class, builtin: constants.
