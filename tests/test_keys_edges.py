@@ -300,3 +300,59 @@ def test_builtin_methods_of_arrays_by_identity():
     a, b = np.ones(2), np.ones(2)
     assert key(a.sum) != key(b.sum)
     assert key(a.sum).identity
+
+
+class UserBase:
+    scale = 1.0
+
+
+def make_class():
+    class Made:
+        x = 1
+
+    return Made
+
+
+def test_classes_by_identity_and_every_user_base():
+    import json
+
+    # Two classes with the same body are two classes (`isinstance` tells them apart).
+    assert key(make_class()) != key(make_class())
+
+    class Mixed(json.JSONEncoder, UserBase):  # a library class before a user base
+        pass
+
+    f = (lambda c: lambda: c)(Mixed)
+    before = key(f)
+    UserBase.scale = 2.0
+    try:
+        assert key(f) != before
+    finally:
+        UserBase.scale = 1.0
+    # A class attribute holding an array is the user's array: by identity.
+    holder = type("Holder", (), {"table": np.ones(2)})
+    assert key((lambda c: lambda: c)(holder)).identity
+    # Library classes and modules are themselves, each.
+    assert key(np.ndarray) != key(np.generic)
+    assert key(np) != key(jax)
+
+
+class SlotsWithWeakref:
+    __slots__ = ("v", "__weakref__")
+
+
+def test_objects_with_slots():
+    s = SlotsWithWeakref()
+    first = key(s)
+    assert key(s) == first  # A weak reference made to it (by the memo) is no change.
+    s.v = None  # An unset slot, now set (to `None`): a change.
+    assert key(s) != first
+    t1, t2 = type("T", (tuple,), {})([1]), type("T", (tuple,), {})([1])
+    t1.tag = t2.tag = (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(t1) != key(t2)  # two classes
+    T = type("T", (tuple,), {})
+    u1, u2 = T([1]), T([1])
+    u1.tag, u2.tag = (1, 2), (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(u1) == key(u2)
+    u2.tag = (1, 3)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(u1) != key(u2)
