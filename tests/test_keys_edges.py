@@ -356,3 +356,51 @@ def test_objects_with_slots():
     assert key(u1) == key(u2)
     u2.tag = (1, 3)  # pyright: ignore[reportAttributeAccessIssue]
     assert key(u1) != key(u2)
+
+
+class CallableTuple(NamedTuple):
+    """A callable NamedTuple: it can stand where a function does, holding an array."""
+
+    a: Any
+
+    def __call__(self, x):
+        return x * self.a
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda c: ft.partial(c, 1.0),
+        lambda c: jax.jit(c),
+        lambda c: types.MethodType(c, 1.0),
+    ],
+    ids=["partial", "jax.jit", "method"],
+)
+def test_arrays_in_a_callable_tuple_where_a_function_goes(wrap):
+    a = np.ones(2)
+    assert key(wrap(CallableTuple(a))) != key(wrap(CallableTuple(a.copy())))
+    assert key(wrap(CallableTuple(a))).identity
+
+
+def test_class_attributes_that_look_like_dunders():
+    class K:
+        __len__ = len  # a builtin as a dunder method
+        x__ = 1
+        lr = 0.1
+
+    f = (lambda c: lambda: c)(K)
+    before = key(f)
+    K.lr = 0.2
+    assert key(f) != before
+    after = key(f)
+    K.x__ = 2
+    assert key(f) != after
+
+
+def test_frozensets_of_tuples_and_subclasses():
+    assert key(frozenset([(1, 2)])) == key(frozenset([(1, 2)]))
+    FS = type("FS", (frozenset,), {})
+    assert key(FS([1])) != key(frozenset([1]))
+    s1, s2 = FS([1]), FS([1])
+    s1.tag, s2.tag = (1, 2), (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
+    assert key(s1) == key(s2)

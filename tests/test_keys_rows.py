@@ -457,6 +457,9 @@ def test_user_modules_read_whole(tmp_path, monkeypatch):
         assert key(f) != before
         module.VALUE = 1.0  # pyright: ignore[reportAttributeAccessIssue]
         assert key(f) == before
+        # Reloaded from the same file, it holds the same: the same key.
+        assert importlib.reload(module) is module
+        assert key(f) == before
         module.T = (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
         with_tuple = key(f)
         module.T = (1, 3)  # pyright: ignore[reportAttributeAccessIssue]
