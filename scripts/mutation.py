@@ -161,12 +161,13 @@ def prepare(root: Path) -> None:
 KILLED = {"killed", "timeout", "segfault"}
 
 
-def _equivalents(root: Path) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+def _equivalents() -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     """What `tests/mutation_equivalent.txt` judges equivalent: mutant names (`NAME  # reason`),
     and rules (`replace: OLD => NEW  # reason`: any mutant whose only change is that text
     replaced, once, on one line; `retag  # reason`: a key's tag string spelled otherwise;
     `function: GLOB  # reason`: every mutant of the functions whose mangled name matches)."""
-    path = root / "tests" / "mutation_equivalent.txt"
+    # The repository's list (not the copy's), so that it can be edited while mutmut runs.
+    path = Path(__file__).resolve().parent.parent / "tests" / "mutation_equivalent.txt"
     names: dict[str, str] = {}
     rules: list[tuple[str, str, str]] = []
     for line in path.read_text().splitlines() if path.exists() else ():
@@ -237,7 +238,7 @@ def score(root: Path, patterns: list[str]) -> None:
         name, sep, status = line.strip().rpartition(": ")
         if sep and (not patterns or any(fnmatch.fnmatch(name, p) for p in patterns)):
             verdicts[name] = status
-    names, rules = _equivalents(root)
+    names, rules = _equivalents()
     counts: dict[str, int] = {}
     for status in verdicts.values():
         counts[status] = counts.get(status, 0) + 1
