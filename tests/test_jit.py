@@ -155,7 +155,12 @@ def test_lower_and_compile():
 
     jitted = es.filter_jit(f)
     lowered = jitted.lower(jnp.ones(3), 2)
-    assert "stablehlo" in lowered.as_text() or "func" in lowered.as_text()
+    text = lowered.as_text()
+    # The program of `f` for `x: f32[3]`, with the static `n = 2` folded in as a constant.
+    assert "module @jit_f" in text
+    assert "tensor<3xf32>" in text
+    assert "stablehlo.multiply" in text
+    assert "stablehlo.constant dense<2.000000e+00>" in text
     compiled = lowered.compile()
     np.testing.assert_allclose(compiled(jnp.ones(3), 2), 2.0)
     with pytest.raises(TypeError, match=r"differ from those it was lowered with"):

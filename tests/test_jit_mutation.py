@@ -59,11 +59,19 @@ def test_equinox_serves_the_stale_program():
 def test_mutated_captured_list_retraces():
     scales = [2.0]
     activation = lambda v: v * scales[0]  # noqa: E731
-    jitted = es.filter_jit(_by_activation)
+    counter = count_traces(_by_activation)
+    jitted = es.filter_jit(counter)
     np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    assert counter.count == 1
     scales[0] = 5.0
     np.testing.assert_allclose(jitted(jnp.ones(2), activation), 5.0)
     assert jitted.misses[-1].kind == "mutated"
+    # A longer list is a change too, even with the first item as it was.
+    scales.append(1.0)
+    scales[0] = 5.0
+    np.testing.assert_allclose(jitted(jnp.ones(2), activation), 5.0)
+    assert counter.count == 3
 
 
 def test_rebound_closure_cell_retraces():
@@ -72,13 +80,16 @@ def test_rebound_closure_cell_retraces():
     def activation(v):
         return v * scale
 
-    jitted = es.filter_jit(_by_activation)
+    counter = count_traces(_by_activation)
+    jitted = es.filter_jit(counter)
     np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
     scale = 4.0
     np.testing.assert_allclose(jitted(jnp.ones(2), activation), 4.0)
+    assert counter.count == 2
     # Rebinding it back serves the first program again, without a trace.
     scale = 2.0  # noqa: F841
     np.testing.assert_allclose(jitted(jnp.ones(2), activation), 2.0)
+    assert counter.count == 2
     assert [m.kind for m in jitted.misses] == ["first", "mutated"]
     assert jitted.cache_info()[:2] == (1, 2)
 

@@ -295,10 +295,20 @@ def test_first_seen_is_canonical():
 
 
 def test_identity_objects_returned_unchanged():
-    for obj in ([1], {"a": 1}, Plain(), bytearray(b"x"), jnp.ones(2)):
+    for make in (lambda: [1], lambda: {"a": 1}, Plain, lambda: bytearray(b"x")):
+        obj, twin = make(), make()
         assert es.intern(obj) is obj
-        assert es.stable_key(obj) == es.stable_key(obj)
-        assert es.stable_key(obj).identity
+        before = es.stable_key(obj)
+        es.clear_caches()  # The memo forgotten: the key is computed afresh, another object.
+        again = es.stable_key(obj)
+        assert again is not before and again == before
+        assert before.identity
+        # An equal object of its own is another key.
+        assert es.stable_key(twin) != before
+    array = jnp.ones(2)
+    assert es.intern(array) is array
+    assert es.stable_key(array).identity
+    assert es.stable_key(array) != es.stable_key(jnp.ones(2))
 
 
 def test_numpy_canonical_is_read_only_copy():
@@ -350,5 +360,12 @@ def test_deep_structures_terminate():
     deep: Any = 0
     for _ in range(5000):
         deep = (deep,)
-    key = es.stable_key(closure_over(deep))
-    assert key == key
+    # Too deep to key: a key equal to nothing (every call recompiles; never a wrong answer).
+    f = closure_over(deep)
+    assert es.stable_key(f) != es.stable_key(closure_over(deep))
+    assert es.stable_key(f).identity
+    # Shallower than the limit: keyed by value as usual.
+    shallow: Any = 0
+    for _ in range(50):
+        shallow = (shallow,)
+    assert es.stable_key(closure_over(shallow)) == es.stable_key(closure_over(shallow))

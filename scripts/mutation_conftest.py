@@ -1,0 +1,57 @@
+"""Copied to the root of build/mutation/ as `conftest.py` by `scripts/mutation.sh` (never used by
+the normal test run).
+
+mutmut runs, for each mutant, only the tests that called the mutated function during one run of
+the whole selection. The keys layer caches what it computed per type, per code object and per
+object (the handler table, `library_class`, the bytecode analysis, the key memo), so in one run
+only the first test to meet a type would be recorded as calling, say, `resolve`. Forgetting those
+caches before every test makes each test compute what it relies on, so the record is complete.
+The caches are transparent: forgetting them never changes a key.
+"""
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from eqxstable._keys import _code, _context, _origin, _values
+
+
+# mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
+# more than Python's default 1000 frames, as it does not outside this copy.
+sys.setrecursionlimit(5000)
+
+
+@pytest.fixture(autouse=True)
+def _forget_key_caches():
+    _context.HANDLERS.clear()
+    _context.memo.clear()
+    _code._reads.clear()
+    _code._sealed.clear()
+    _values._slot_names.clear()
+    for cached in (
+        _origin.library_file,
+        _origin.library_class,
+        _values._dtype_key,
+        _values.field_names,
+    ):
+        cached.cache_clear()
+    yield
+
+
+def pytest_collection_finish(session) -> None:
+    """Everything imported so far is frozen out of the garbage collector: pytest collects several
+    times at the end of each session (1.5 s over JAX's heap, in each of thousands of workers)."""
+    gc.freeze()
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """The fastest tests first (by the durations mutmut recorded), so that `-x` stops a killed
+    mutant's run early; a surviving mutant runs them all anyway."""
+    path = Path("mutmut-stats.json")
+    if not path.exists():
+        return
+    durations = json.loads(path.read_text()).get("duration_by_test", {})
+    items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
