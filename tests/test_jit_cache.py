@@ -43,6 +43,7 @@ def from_source(factor: float) -> types.FunctionType:
     return namespace["scale"]
 
 
+@pytest.mark.counts_traces
 def test_every_static_is_watched_not_only_the_first():
     # Two statics reading a global of the same name in two namespaces: each is checked.
     f, g = from_source(1.0), from_source(2.0)
@@ -58,6 +59,7 @@ def test_every_static_is_watched_not_only_the_first():
     assert traces() == 3
 
 
+@pytest.mark.counts_traces
 def test_every_captured_array_is_watched():
     a, b = np.ones(2, np.float32), np.ones(2, np.float32)
     f = (lambda arr: lambda x: x * arr)(a)
@@ -101,6 +103,7 @@ def uses_builtins(x):
     return x * len((1, 2))
 
 
+@pytest.mark.counts_traces
 def test_a_function_reading_builtins_is_served_without_a_trace():
     jitted, traces = counted(lambda x, f: f(x))
     for _ in range(3):
@@ -115,6 +118,7 @@ class Static(eqx.Module):
     value: Any = eqx.field(static=True)
 
 
+@pytest.mark.counts_traces
 def test_static_fields_compared_type_exactly():
     jitted, traces = counted(lambda m, x: x * m.value)
     x = jnp.ones(1, jnp.float32)
@@ -127,6 +131,7 @@ def test_static_fields_compared_type_exactly():
     assert traces() == 3
 
 
+@pytest.mark.counts_traces
 def test_node_data_rebuilt_per_call_is_not_a_new_key():
     # A dict's keys are fresh lists on every flatten: equal ones hit, without a trace.
     jitted, traces = counted(lambda d: d["a"] * 2)
@@ -229,6 +234,7 @@ jtu.register_pytree_node(
 )
 
 
+@pytest.mark.counts_traces
 def test_node_data_made_afresh_by_each_flatten_is_keyed_by_contents():
     jitted, traces = counted(lambda c: c.x * c.options["scale"])
     x = jnp.ones(1)
@@ -240,6 +246,7 @@ def test_node_data_made_afresh_by_each_flatten_is_keyed_by_contents():
     assert traces() == 3
 
 
+@pytest.mark.counts_traces
 def test_the_hit_path_computes_no_key(monkeypatch):
     # Hits are checked with identity comparisons only (`Watch.valid`, the node data): a key is
     # computed again only when something changed.

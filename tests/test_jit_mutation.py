@@ -56,6 +56,7 @@ def test_equinox_serves_the_stale_program():
     np.testing.assert_allclose(jitted(jnp.ones(2), config), 2.0)
 
 
+@pytest.mark.counts_traces
 def test_mutated_captured_list_retraces():
     scales = [2.0]
     activation = lambda v: v * scales[0]  # noqa: E731
@@ -74,6 +75,7 @@ def test_mutated_captured_list_retraces():
     assert counter.count == 3
 
 
+@pytest.mark.counts_traces
 def test_rebound_closure_cell_retraces():
     scale = 2.0
 
