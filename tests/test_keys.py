@@ -369,3 +369,16 @@ def test_deep_structures_terminate():
     for _ in range(50):
         shallow = (shallow,)
     assert es.stable_key(closure_over(shallow)) == es.stable_key(closure_over(shallow))
+
+
+def test_a_pytreedef_held_as_a_value_is_keyed_node_by_node():
+    # Its own `==` (and, on older jaxlib, its pickled state) makes `1` and `1.0` in node data one
+    # key; a dict node's key list, made afresh by each `node_data()`, is keyed by contents.
+    class M(eqx.Module):
+        k: float = eqx.field(static=True)
+
+    structure = jax.tree_util.tree_structure
+    assert es.stable_key(structure(M(1))) != es.stable_key(structure(M(1.0)))
+    assert es.stable_key(structure(M(1))) == es.stable_key(structure(M(1)))
+    assert es.stable_key(structure({"a": 1})) == es.stable_key(structure({"a": 2}))
+    assert es.stable_key(structure({"a": 1})) != es.stable_key(structure({"b": 1}))

@@ -5,6 +5,7 @@ taken as constant; `README.md` beside this file gives the same table with the re
 is sound. The choice depends on the type only, so it is made once per type.
 """
 
+import collections
 import dataclasses
 import enum
 import functools as ft
@@ -35,6 +36,24 @@ def _jaxpr(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # convention; one that cannot be read is itself.
     k = jaxpr_key(obj, lambda x: key(x, ctx, False))
     return identity(obj, ctx) if k is None else ("jaxpr", k)
+
+
+@compound
+def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # A structure held as a value: its node types and node data by value, node by node (its
+    # own `==` and, on older jaxlib, its pickled state make `1` and `1.0` in node data one key).
+    try:
+        data = obj.node_data()
+        children = obj.children()
+    except Exception:  # noqa: BLE001
+        return identity(obj, ctx)
+    if data is None:
+        return ("treedef", obj.num_leaves, obj.num_nodes, str(obj))
+    node_type, aux = data
+    if node_type in (dict, collections.OrderedDict) and type(aux) is list:
+        # A dict node's key list is made afresh by each `node_data()`: nobody else holds it.
+        data = (node_type, tuple(aux))
+    return ("treedef", key(data, ctx, False), tuple(key(c, ctx, False) for c in children))
 
 
 def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -69,6 +88,7 @@ _EXACT: dict[type, Handler] = {
     types.BuiltinFunctionType: c.builtin,
     types.ModuleType: v.module,
     c.PjitFunction: c.pjit,
+    jax.tree_util.PyTreeDef: _treedef,
     JAXPR: _jaxpr,
     CLOSED_JAXPR: _jaxpr,
     np.ndarray: v.ndarray,
