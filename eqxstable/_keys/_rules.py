@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._compat import LEGACY_MODULE_AUX
+from .._compat import flat_module_aux, LEGACY_MODULE_AUX
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
 from . import _callables as c, _values as v
 from ._context import compound, Ctx, Handler, identity, key
@@ -50,6 +50,8 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     if data is None:
         return ("treedef", obj.num_leaves, obj.num_nodes, str(obj))
     node_type, aux = data
+    if flat_module_aux is not None:  # Equinox < 0.13.3: see `_compat.py`.
+        data = (node_type, flat_module_aux(aux))
     if node_type in (dict, collections.OrderedDict) and type(aux) is list:
         # A dict node's key list is made afresh by each `node_data()`: nobody else holds it.
         data = (node_type, tuple(aux))
