@@ -43,7 +43,7 @@ class _DynamicField(dataclasses.Field):
 # Dynamic fields whose class was being created when last seen (`__set_name__` runs before the
 # dataclass machinery): their descriptors are installed by the next `install_pending`.
 _pending: list[tuple[weakref.ref, str]] = []
-_lock = threading.Lock()
+_lock = threading.RLock()  # reentrant: garbage collection may run a class-creation hook inside
 
 
 def install_pending() -> None:

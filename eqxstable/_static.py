@@ -152,7 +152,9 @@ class Static(tuple):
 # `parts` -> the anchor of the canonical `Static` with those parts.
 _table: "weakref.WeakValueDictionary[tuple, _Anchor]" = weakref.WeakValueDictionary()
 _arrays: dict[tuple, list[weakref.ref]] = {}
-_lock = threading.Lock()
+# Reentrant: a weak reference callback (`_drop_array`) may run, through garbage collection, on
+# a thread that already holds it.
+_lock = threading.RLock()
 
 # Values whose `==` is already exact (equal only to equal values of the same type), stored as
 # they are: wrapping them would only cost a descriptor call per read.
