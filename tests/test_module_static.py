@@ -321,3 +321,20 @@ def test_a_rebound_closure_in_a_static_field_is_retraced_by_the_stable_filter_ji
     np.testing.assert_array_equal(run(model, jnp.ones(2)), [3.0, 3.0])
     np.testing.assert_array_equal(run(Holder(f), jnp.ones(2)), [3.0, 3.0])
     assert [m.kind for m in run.misses] == ["first", "mutated"]
+
+
+def test_the_canonical_tables_callback_may_run_while_its_lock_is_held():
+    # Garbage collection can run `_drop_array` (a weak reference callback) inside the locked
+    # section of `_canonical_array`, on the same thread: with a plain lock that hung the suite.
+    import threading
+
+    from eqxstable import _static
+
+    def collect_inside_the_lock():
+        with _static._lock:
+            _static._drop_array(("no such key",))
+
+    worker = threading.Thread(target=collect_inside_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the callback deadlocked on the table's lock"
