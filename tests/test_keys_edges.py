@@ -371,10 +371,10 @@ class CallableTuple(NamedTuple):
     "wrap",
     [
         lambda c: ft.partial(c, 1.0),
-        lambda c: jax.jit(c),
         lambda c: types.MethodType(c, 1.0),
     ],
-    ids=["partial", "jax.jit", "method"],
+    # Not `jax.jit(c)`: JAX itself crashes now and then on a jitted callable NamedTuple.
+    ids=["partial", "method"],
 )
 def test_arrays_in_a_callable_tuple_where_a_function_goes(wrap):
     a = np.ones(2)
