@@ -318,9 +318,9 @@ def test_the_key_memo_forgets_dead_objects():
     gc.collect()
     before = len(_context.memo)
     fs = [(lambda v: lambda x: x * v)(float(i)) for i in range(200)]
-    for f in fs:
-        es.stable_key(f)
+    for g in fs:
+        es.stable_key(g)
     assert len(_context.memo) >= before + 200
-    del fs, f
+    del fs, g  # pyright: ignore[reportPossiblyUnbound]
     gc.collect()
     assert len(_context.memo) <= before + 5
