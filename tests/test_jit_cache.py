@@ -318,9 +318,8 @@ def test_the_key_memo_forgets_dead_objects():
     gc.collect()
     before = len(_context.memo)
     fs = [(lambda v: lambda x: x * v)(float(i)) for i in range(200)]
-    for g in fs:
-        es.stable_key(g)
-    assert len(_context.memo) >= before + 200
-    del fs, g  # pyright: ignore[reportPossiblyUnbound]
+    keys = [es.stable_key(g) for g in fs]
+    assert len(_context.memo) >= before + 200 and len(set(keys)) == 200
+    del fs
     gc.collect()
     assert len(_context.memo) <= before + 5
