@@ -195,7 +195,10 @@ def _changed_lines(root: Path, name: str) -> tuple[str, str] | None:
     """The one line a mutant changes, before and after, or `None` if it changes several."""
     from mutmut.__main__ import find_mutant, get_diff_for_mutant
 
-    diff = get_diff_for_mutant(name, path=find_mutant(name).path)
+    try:
+        diff = get_diff_for_mutant(name, path=find_mutant(name).path)
+    except Exception:  # A results file being written by a run still going on.
+        return None
     old = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
     new = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
     return (old[0], new[0]) if len(old) == len(new) == 1 else None
@@ -229,7 +232,8 @@ def _rule_reason(rules: list[tuple[str, str, str]], name: str, root: Path) -> st
 def score(root: Path, patterns: list[str]) -> None:
     import os
 
-    os.chdir(root)
+    root = root.resolve()
+    os.chdir(root)  # mutmut's own functions read `mutants/` from the working directory.
     result = subprocess.run(
         ["mutmut", "results", "--all", "true"], cwd=root, capture_output=True, text=True
     )

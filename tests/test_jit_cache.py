@@ -274,3 +274,59 @@ def test_the_hit_path_computes_no_key(monkeypatch):
     scales[0] = 4.0
     np.testing.assert_array_equal(jitted(*args), [12.0])
     assert len(computed) > first and traces() == 2
+
+
+def test_dict_keys_that_compare_equal_across_types():
+    # `{1: x}` and `{True: x}` have treedefs that compare equal; the function sees the key.
+    jitted, traces = counted(lambda d: d[next(iter(d))] * len(repr(next(iter(d)))))
+    x = jnp.ones(1)
+    np.testing.assert_allclose(jitted({1: x}), 1.0)
+    np.testing.assert_allclose(jitted({True: x}), 4.0)
+    np.testing.assert_allclose(jitted({1.0: x}), 3.0)
+    assert traces() == 3
+
+
+TABLE = np.ones(2, np.float32)
+
+
+def reads_table(x):
+    return x * TABLE
+
+
+def test_a_global_array_changed_in_place_retraces():
+    jitted, traces = counted(lambda x, f: f(x))
+    x = jnp.ones(2, jnp.float32)
+    np.testing.assert_allclose(jitted(x, reads_table), 1.0)
+    TABLE[0] = 3.0
+    try:
+        np.testing.assert_allclose(jitted(x, reads_table), [3.0, 1.0])
+    finally:
+        TABLE[0] = 1.0
+    assert traces() == 2
+
+
+@pytest.mark.parametrize("donate", ["all", "all-except-first", "none"])
+def test_donated_arguments_per_mode(donate):
+    # Which leaves an entry donates (one output per input, so that each can be reused).
+    jitted = es.filter_jit(lambda a, b: (a + 1, b * 2), donate=donate)  # pyright: ignore
+    a, b = jnp.ones(3), jnp.ones(3)
+    out_a, out_b = jitted(a, b)
+    np.testing.assert_allclose(out_a, 2.0)
+    np.testing.assert_allclose(out_b, 2.0)
+    assert a.is_deleted() == (donate == "all")
+    assert b.is_deleted() == (donate != "none")
+
+
+def test_the_key_memo_forgets_dead_objects():
+    import gc
+
+    from eqxstable._keys import _context
+
+    gc.collect()
+    before = len(_context.memo)
+    fs = [(lambda v: lambda x: x * v)(float(i)) for i in range(200)]
+    keys = [es.stable_key(g) for g in fs]
+    assert len(_context.memo) >= before + 200 and len(set(keys)) == 200
+    del fs
+    gc.collect()
+    assert len(_context.memo) <= before + 5

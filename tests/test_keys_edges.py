@@ -407,3 +407,33 @@ def test_frozensets_of_tuples_and_subclasses():
     s1, s2 = FS([1]), FS([1])
     s1.tag, s2.tag = (1, 2), (1, 2)  # pyright: ignore[reportAttributeAccessIssue]
     assert key(s1) == key(s2)
+
+
+def test_module_attributes_only_those_read():
+    before = key(reads_module_attribute)
+    ATTR_MODULE.UNRELATED = 1  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        assert key(reads_module_attribute) == before
+        ATTR_MODULE.LR = (0.1, 0.2)  # pyright: ignore[reportAttributeAccessIssue]
+        tupled = key(reads_module_attribute)
+        assert key(types.FunctionType(reads_module_attribute.__code__, globals())) == tupled
+        ATTR_MODULE.LR = np.ones(1)  # pyright: ignore[reportAttributeAccessIssue]
+        assert key(reads_module_attribute).identity
+    finally:
+        ATTR_MODULE.LR = 0.1  # pyright: ignore[reportAttributeAccessIssue]
+        del ATTR_MODULE.UNRELATED  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def make_reader_of_an_undefined_name():
+    return lambda: never_defined  # noqa: F821  # pyright: ignore[reportUndefinedVariable]
+
+
+def test_a_function_reading_an_undefined_name():
+    assert key(make_reader_of_an_undefined_name()) == key(make_reader_of_an_undefined_name())
+
+
+def test_intern_rebuilds_namedtuples_with_read_only_arrays():
+    a = np.ones(2)
+    canonical = es.intern(Holder(a))
+    assert type(canonical) is Holder
+    assert canonical.array is not a and not canonical.array.flags.writeable
