@@ -226,7 +226,13 @@ def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=dict(os.environ, JAX_PLATFORMS="cpu", COLUMNS="80"),
+        # As a user's terminal shows it: pytest does not shorten summary lines when `CI` or
+        # `BUILD_NUMBER` is set (as on the project's CI), so those are unset here.
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")},
+            "JAX_PLATFORMS": "cpu",
+            "COLUMNS": "80",
+        },
         timeout=300,
     )
 
