@@ -36,6 +36,9 @@ BREAKS = {
     "jax.Array": "r.v.jax_array = lambda o, c, k: ('array',)",
     "user function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
     "closure cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
+    "closure cell counting its function's runs": (
+        "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)"
+    ),
     "functools.partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",
     "bound method": "r._EXACT[types.MethodType] = lambda o, c, k: c_key(o.__func__, c, False)",
     "jax.jit function": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",

@@ -148,6 +148,45 @@ def test_counters_are_no_part_of_the_structure_or_the_key():
     assert [m.kind for m in outer.misses] == ["first"]
 
 
+def _vjp_with_a_counting_backward_rule(step):
+    """`f(x) = x` whose backward rule adds `step` and counts its own traces (`nonlocal`)."""
+    traces = 0
+
+    @eqx.filter_custom_vjp
+    def f(x):
+        return x
+
+    @f.def_fwd
+    def f_fwd(perturbed, x):
+        del perturbed
+        return x, None
+
+    @f.def_bwd
+    def f_bwd(residual, g, perturbed, x):
+        del residual, perturbed, x
+        nonlocal traces
+        traces += 1
+        return g + step
+
+    return f, lambda: traces
+
+
+# Equinox's expectation: a backward rule is traced when the gradient is taken, after the call
+# returned; the count it keeps of its own traces is no change to the function, so a new wrapper
+# of the same function is the same program (and JAX's cached gradient of it).
+@pytest.mark.counts_traces
+def test_a_backward_rule_that_counts_its_traces():
+    f, traces = _vjp_with_a_counting_backward_rule(2.0)
+    x = jnp.asarray(1.0)
+    assert float(eqx.filter_grad(es.filter_jit(f))(x)) == 3.0
+    assert float(eqx.filter_grad(es.filter_jit(f))(x)) == 3.0
+    assert traces() == 1
+    # Rebuilt, it counts in another cell: a new function, traced again, with its own value.
+    g, g_traces = _vjp_with_a_counting_backward_rule(5.0)
+    assert float(eqx.filter_grad(es.filter_jit(g))(x)) == 6.0
+    assert (traces(), g_traces()) == (1, 1)
+
+
 class Step(eqx.Module):
     weight: jax.Array
 

@@ -383,6 +383,124 @@ def test_closure_cells():
     assert key(empty1) != key(empty2)
 
 
+def make_counter(start):
+    n = start
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x
+
+    def read():
+        return n
+
+    return f, read
+
+
+# A cell only its own function writes, and only as `n += k`: a count of its runs, by identity.
+def test_counter_cells_by_identity_alone():
+    f, read = make_counter(0)
+    before = key(f)
+    f(1.0)
+    f(1.0)
+    assert read() == 2 and key(f) == before
+    # Another closure's counter is another cell.
+    g, _ = make_counter(0)
+    assert key(g) != key(f)
+    # A float counter too; anything else is keyed by contents.
+    h, _ = make_counter(0.5)
+    before = key(h)
+    h(1.0)
+    assert key(h) == before
+    # An array bumped in place (its `__iadd__` could be anything): by contents.
+    a, _ = make_counter(np.zeros(()))
+    before = key(a)
+    a(1.0)
+    assert key(a) != before
+
+
+def _reads_its_count():
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x * n
+
+    return f
+
+
+def _count_set_from_outside():
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x
+
+    def reset():
+        nonlocal n
+        n = 0
+
+    return f, reset
+
+
+def _count_by_a_float():
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 0.5
+        return x
+
+    return f
+
+
+def _count_in_a_nested_function():
+    n = 0
+
+    def f(x):
+        def bump():
+            nonlocal n
+            n += 1
+
+        bump()
+        return x
+
+    return f
+
+
+def _owner_counts_too():
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x
+
+    n += 1
+    return f
+
+
+# Anything else that changes a cell written by its function is a change.
+@pytest.mark.parametrize(
+    "make",
+    [
+        _reads_its_count,
+        lambda: _count_set_from_outside()[0],
+        _count_by_a_float,
+        _count_in_a_nested_function,
+        _owner_counts_too,
+    ],
+    ids=["read", "reset from outside", "float step", "nested", "owner writes twice"],
+)
+def test_cells_that_are_not_counters_by_contents(make):
+    f = make()
+    before = key(f)
+    f(1.0)
+    assert key(f) != before
+
+
 # Partials: type, function, arguments, keywords (watched).
 def test_partials():
     assert same(ft.partial(_body, 1, y=2), ft.partial(_body, 1, y=2))

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from .._compat import jit_parts
-from ._code import lone_cell, reads, sealed_cells
+from ._code import counter_cells, lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall
 from ._origin import library_code, library_constant, library_module
 from ._types import FunctionKey, Namespace
@@ -21,6 +21,7 @@ from ._watch import MISSING, plain_fn_state
 
 PjitFunction = type(jax.jit(lambda: None))
 _EMPTY = ("empty-cell",)
+_COUNTER = ("counter-cell",)
 # Builtins through which a function can read any global by a name its bytecode does not show.
 _DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
 
@@ -47,12 +48,17 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
         return ()
     # Before any reference to the closure is held here: `lone_cell` counts them.
     sealed = [s or lone_cell(f, i) for i, s in enumerate(sealed_cells(f, library))]
+    counters = counter_cells(f, library) if not all(sealed) else None
     out = []
-    for cell, is_sealed in zip(f.__closure__, sealed):
+    for i, (cell, is_sealed) in enumerate(zip(f.__closure__, sealed)):
         try:
             contents = cell.cell_contents
         except ValueError:
             out.append((_EMPTY, identity(cell, ctx)))
+            continue
+        if counters and counters[i] and type(contents) in (int, float):
+            # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
+            out.append((_COUNTER, identity(cell, ctx)))
             continue
         part = key(contents, ctx, False)
         if not is_sealed:

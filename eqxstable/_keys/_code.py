@@ -138,16 +138,15 @@ def _loops(instructions: list) -> list[tuple[int, int]]:
     ]
 
 
-def _writes_once(owner: types.CodeType, name: str) -> bool:
-    """Whether the cell variable `name` of `owner` can no longer be rebound once a closure over
-    it holds a value: never deleted, assigned by no nested function (`nonlocal`), and in `owner`
-    either assigned by one instruction outside any loop, or assigned only before every closure
-    over it is made (a parameter normalised first, `lr = float(lr)`), with no loop around either.
-    """
+def _writers(owner: types.CodeType, name: str) -> list[types.CodeType] | None:
+    """The code nested in `owner` that writes its cell variable `name` (`nonlocal`), or `None`
+    when `owner` itself may rebind it once a closure over it holds a value: deleted, or assigned
+    other than by one instruction outside any loop or only before every closure over it is made
+    (a parameter normalised first, `lr = float(lr)`), with no loop around either."""
     instructions = list(dis.get_instructions(owner))
     stores = [i.offset for i in instructions if i.opname in _WRITES and i.argval == name]
     if any(i.opname == "DELETE_DEREF" and i.argval == name for i in instructions):
-        return False
+        return None
     loops = _loops(instructions)
 
     def in_loop(at: int) -> bool:
@@ -164,29 +163,73 @@ def _writes_once(owner: types.CodeType, name: str) -> bool:
             and not any(map(in_loop, stores + closures))
         )
         if not (once or before):
-            return False
-    # Nested code sharing the variable (it is among their free variables) must never write it.
+            return None
+    writers = []
     pending = [c for c in _nested(owner) if name in c.co_freevars]
     while pending:
         c = pending.pop()
         if any(i.opname in _WRITES and i.argval == name for i in dis.get_instructions(c)):
-            return False
+            writers.append(c)
         pending.extend(x for x in _nested(c) if name in x.co_freevars)
-    return True
+    return writers
 
 
-def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool | None, ...]:
+def _writes_once(owner: types.CodeType, name: str) -> bool:
+    """Whether the cell variable `name` of `owner` can no longer be rebound once a closure over
+    it holds a value: `owner` assigns it once (`_writers`) and no nested function writes it."""
+    return _writers(owner, name) == []
+
+
+_BUMP_OPS = frozenset({"BINARY_ADD", "INPLACE_ADD", "BINARY_SUBTRACT", "INPLACE_SUBTRACT"})
+_BUMP_SIGNS = frozenset({"+", "+=", "-", "-="})
+
+
+def _is_bump(instructions: list, at: int, name: str) -> bool:
+    """Whether `instructions[at:at + 4]` is `name += k` (or `name = name - k`, ...), `k` an int."""
+    if at + 3 >= len(instructions):
+        return False
+    load, const, op, store = instructions[at : at + 4]
+    return (
+        load.opname == "LOAD_DEREF"
+        and const.opname in ("LOAD_CONST", "LOAD_SMALL_INT")
+        and type(const.argval) is int
+        and (op.opname in _BUMP_OPS or (op.opname == "BINARY_OP" and op.argrepr in _BUMP_SIGNS))
+        and store.opname == "STORE_DEREF"
+        and store.argval == name
+    )
+
+
+def _only_bumps(code: types.CodeType, name: str) -> bool:
+    """Whether `code` uses its free variable `name` only as `name += k` with an int constant `k`
+    (a count of its own runs), at least once, and no code nested in it uses it at all."""
+    if any(name in c.co_freevars for c in _nested(code)):
+        return False
+    instructions = list(dis.get_instructions(code))
+    uses = [
+        k
+        for k, i in enumerate(instructions)
+        if i.argval == name and ("DEREF" in i.opname or i.opname == "LOAD_CLOSURE")
+    ]
+    loads = [k for k in uses if instructions[k].opname == "LOAD_DEREF"]
+    if not loads or not all(_is_bump(instructions, k, name) for k in loads):
+        return False
+    return sorted(uses) == sorted([*loads, *(k + 3 for k in loads)])
+
+
+def _compute_cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple]:
     code = f.__code__
     chain = _enclosing(f)
-    out: list[bool | None] = []
+    sealed: list[bool | None] = []
+    counters: list[bool] = []
     for name in code.co_freevars:
+        counters.append(False)
         if name == "__class__":
             # Set once by `type.__new__` for methods that use `super()`.
-            out.append(True)
+            sealed.append(True)
             continue
         if library:
             # Installed packages are constants: their closures are not rebound once made.
-            out.append(True)
+            sealed.append(True)
             continue
         owner = None
         for c in reversed(chain or ()):
@@ -196,10 +239,31 @@ def _compute_sealed(f: types.FunctionType, library: bool) -> tuple[bool | None, 
         if owner is None:
             # Not found (a redefined or unusual enclosing function, a lambda in a lambda): the
             # function's own cell may still be proven alone (`lone_cell`), else it may be rebound.
-            out.append(None)
-        else:
-            out.append(_writes_once(owner, name))
-    return tuple(out)
+            sealed.append(None)
+            continue
+        writers = _writers(owner, name)
+        sealed.append(writers == [])
+        counters[-1] = (
+            writers is not None
+            and len(writers) == 1
+            and writers[0] is code
+            and _only_bumps(code, name)
+        )
+    return tuple(sealed), tuple(counters)
+
+
+def _cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple]:
+    code = f.__code__
+    hit = _sealed.get(id(code))
+    if hit is not None and hit[0]() is code:
+        return hit[1]
+    result = _compute_cells(f, library)
+    if _enclosing(f) is not None or library:
+        # Only a found enclosing code (or the library rule) makes the answer a property of the
+        # code object; otherwise the outer function may be defined later, so ask again.
+        i = id(code)
+        _sealed[i] = (weakref.ref(code, lambda r, i=i: _sealed.pop(i, None)), result)
+    return result
 
 
 def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool | None, ...]:
@@ -211,17 +275,18 @@ def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool | None, ...
     variables (or over variables that a `nonlocal` setter may rebind) are never equivalent,
     whatever they hold now. An empty cell is never sealed.
     """
-    hit = _sealed.get(id(f.__code__))
-    code = f.__code__
-    if hit is not None and hit[0]() is code:
-        return hit[1]
-    result = _compute_sealed(f, library)
-    if _enclosing(f) is not None or library:
-        # Only a found enclosing code (or the library rule) makes the answer a property of the
-        # code object; otherwise the outer function may be defined later, so ask again.
-        i = id(code)
-        _sealed[i] = (weakref.ref(code, lambda r, i=i: _sealed.pop(i, None)), result)
-    return result
+    return _cells(f, library)[0]
+
+
+def counter_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
+    """For each closure cell of `f`, whether it only counts `f`'s own runs: the enclosing function
+    assigns it once (as for a sealed cell), nothing but `f`'s own code writes it, and `f` uses it
+    only as `n += k` (`k` an int constant). What `f` computes never depends on such a cell, so it
+    is keyed by its identity alone: a `nonlocal` trace counter, bumped again when JAX traces `f`
+    after the call returned (a `custom_vjp` backward rule, traced when the gradient is taken), is
+    not a change.
+    """
+    return _cells(f, library)[1]
 
 
 #
