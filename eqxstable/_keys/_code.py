@@ -174,12 +174,6 @@ def _writers(owner: types.CodeType, name: str) -> list[types.CodeType] | None:
     return writers
 
 
-def _writes_once(owner: types.CodeType, name: str) -> bool:
-    """Whether the cell variable `name` of `owner` can no longer be rebound once a closure over
-    it holds a value: `owner` assigns it once (`_writers`) and no nested function writes it."""
-    return _writers(owner, name) == []
-
-
 _BUMP_OPS = frozenset({"BINARY_ADD", "INPLACE_ADD", "BINARY_SUBTRACT", "INPLACE_SUBTRACT"})
 _BUMP_SIGNS = frozenset({"+", "+=", "-", "-="})
 
