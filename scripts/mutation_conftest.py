@@ -43,8 +43,19 @@ def _forget_key_caches():
 
 def pytest_collection_finish(session) -> None:
     """Everything imported so far is frozen out of the garbage collector: pytest collects several
-    times at the end of each session (1.5 s over JAX's heap, in each of thousands of workers)."""
+    times at the end of each session (1.5 s over JAX's heap, in each of thousands of workers).
+
+    And no test module may have started JAX's backend while it was collected (an array made at
+    import): its threads do not survive the fork, so every worker that uses JAX would hang until
+    mutmut's timeout, which counts the mutant as killed."""
     gc.freeze()
+    from jax._src import xla_bridge
+
+    if getattr(xla_bridge, "_backends", None):
+        raise RuntimeError(
+            "scripts/mutation.sh: collecting the tests started JAX's backend (an array made when "
+            "a test module is imported?); make it inside the test, or every worker hangs."
+        )
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -32,30 +32,36 @@ def _matvec(m, c=1.0):
     return _closing_over(m, lambda m, v: m @ v + c)
 
 
-M = jnp.arange(4.0).reshape(2, 2)
+# Made on first use: an array made at import would start JAX's backend at collection, before
+# the mutation run forks its workers (tests/README.md).
+def _m():
+    return jnp.arange(4.0).reshape(2, 2)
 
 
 def test_the_same_computation_converted_twice_has_one_key():
-    a, b = _matvec(M), _matvec(M)
+    a, b = _matvec(_m()), _matvec(_m())
     assert a.jaxpr is not b.jaxpr
     assert _key(a.jaxpr) == _key(b.jaxpr)
     assert hash(_key(a.jaxpr)) == hash(_key(b.jaxpr))
     # The closed-over array is an argument of the jaxpr, not part of it.
-    assert _key(_matvec(M + 1).jaxpr) == _key(a.jaxpr)
+    assert _key(_matvec(_m() + 1).jaxpr) == _key(a.jaxpr)
 
 
 @pytest.mark.parametrize(
     ("one", "other"),
     [
-        (lambda: _matvec(M, 1.0), lambda: _matvec(M, 2.0)),
-        (lambda: _matvec(M, 0.0), lambda: _matvec(M, -0.0)),
-        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: v @ m + 1.0)),
-        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: m @ v * 1.0)),
+        (lambda: _matvec(_m(), 1.0), lambda: _matvec(_m(), 2.0)),
+        (lambda: _matvec(_m(), 0.0), lambda: _matvec(_m(), -0.0)),
+        (lambda: _matvec(_m()), lambda: _closing_over(_m(), lambda m, v: v @ m + 1.0)),
+        (lambda: _matvec(_m()), lambda: _closing_over(_m(), lambda m, v: m @ v * 1.0)),
         (
-            lambda: _matvec(M),
-            lambda: _closing_over(M.astype("f2"), lambda m, v: m @ v + 1.0, jnp.ones(2, "f2")),
+            lambda: _matvec(_m()),
+            lambda: _closing_over(_m().astype("f2"), lambda m, v: m @ v + 1.0, jnp.ones(2, "f2")),
         ),
-        (lambda: _matvec(M), lambda: _closing_over(M, lambda m, v: m @ v + 1.0, jnp.ones((2, 1)))),
+        (
+            lambda: _matvec(_m()),
+            lambda: _closing_over(_m(), lambda m, v: m @ v + 1.0, jnp.ones((2, 1))),
+        ),
     ],
     ids=["literal", "negative-zero", "operands-swapped", "primitive", "dtype", "shape"],
 )
@@ -109,9 +115,11 @@ def test_each_equations_context_is_keyed_by_its_settings():
     assert _key(one) != _key(other)
 
 
-@pytest.mark.parametrize("obj", [1, "jaxpr", None, jnp.ones(2), lambda x: x])
-def test_anything_else_is_not_a_jaxpr(obj):
-    assert _key(obj) is None
+@pytest.mark.parametrize(
+    "make", [lambda: 1, lambda: "jaxpr", lambda: None, lambda: jnp.ones(2), lambda: lambda x: x]
+)
+def test_anything_else_is_not_a_jaxpr(make):
+    assert _key(make()) is None
 
 
 @pytest.mark.counts_traces
@@ -126,13 +134,13 @@ def test_a_jaxpr_static_converted_again_is_a_hit():
     run = es.filter_jit(body)
     v = jnp.array([1.0, 2.0])
     for _ in range(3):
-        np.testing.assert_allclose(run(_matvec(M), v), M @ v + 1.0)
+        np.testing.assert_allclose(run(_matvec(_m()), v), _m() @ v + 1.0)
     assert traces == 1 and run.cache_info().misses == 1
     # Another computation (another constant) is another key, and a right answer.
-    np.testing.assert_allclose(run(_matvec(M, 2.0), v), M @ v + 2.0)
+    np.testing.assert_allclose(run(_matvec(_m(), 2.0), v), _m() @ v + 2.0)
     assert traces == 2
     # The closed-over array is a constant of the jaxpr, which Equinox passes as an argument.
-    np.testing.assert_allclose(run(_matvec(2 * M), v), 2 * M @ v + 1.0)
+    np.testing.assert_allclose(run(_matvec(2 * _m()), v), 2 * _m() @ v + 1.0)
     assert traces == 2
 
 
@@ -147,5 +155,5 @@ def test_a_jaxpr_static_under_plain_equinox_after_stabilize():
 
     v = jnp.array([1.0, 2.0])
     for c in (1.0, 1.0, 3.0):
-        np.testing.assert_allclose(run(es.stabilize(_matvec(M, c)), v), M @ v + c)
+        np.testing.assert_allclose(run(es.stabilize(_matvec(_m(), c)), v), _m() @ v + c)
     assert traces == 2
