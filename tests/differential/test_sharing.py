@@ -18,8 +18,10 @@ import eqxstable as es
 from ..helpers import compile_log
 
 
-_G = jnp.array([3.0, -4.0])
-_P = jnp.array([1.0, 1.0])
+# NumPy, not JAX, arrays: a JAX array made at import starts JAX's backend while the tests are
+# collected, which the mutation run's fork server must not do (tests/README.md).
+_G = np.array([3.0, -4.0], np.float32)
+_P = np.array([1.0, 1.0], np.float32)
 
 
 def _mul(x, s):

@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 import optax
 import pytest
 
@@ -16,8 +17,10 @@ from .harness import check, MODES, Situations
 
 SITUATIONS = Situations()
 
-_M = jnp.array([[1.0, 2.0], [3.0, 4.0]])
-_W = jnp.array([1.0, 10.0])
+# NumPy, not JAX, arrays: a JAX array made at import starts JAX's backend while the tests are
+# collected, which the mutation run's fork server must not do (tests/README.md).
+_M = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+_W = np.array([1.0, 10.0], np.float32)
 
 
 def _weighted_sum(v):
@@ -142,8 +145,8 @@ def _first_update(opt, g, params):
     return updates
 
 
-_G = jnp.array([3.0, -4.0])
-_P = jnp.array([1.0, 1.0])
+_G = np.array([3.0, -4.0], np.float32)
+_P = np.array([1.0, 1.0], np.float32)
 
 
 @SITUATIONS.add

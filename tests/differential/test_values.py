@@ -20,7 +20,10 @@ from .harness import check, MODES, Situations
 
 SITUATIONS = Situations()
 
-_INTS = jnp.array([1, 2], dtype=jnp.int32)
+# Made in each call: a JAX array made at import starts JAX's backend while the tests are
+# collected, which the mutation run's fork server must not do (tests/README.md).
+def _ints():
+    return jnp.array([1, 2], dtype=jnp.int32)
 
 
 def _times(c, x):
@@ -50,14 +53,14 @@ def one_float_bool_int32(h):
 @SITUATIONS.add
 def one_float_bool_in_a_static_field(h):
     for c in (1, 1.0, True):
-        h.call(c, _INTS, apply=_times_with_dtype, box=True)
+        h.call(c, _ints(), apply=_times_with_dtype, box=True)
 
 
 @SITUATIONS.add
 def int_then_bool_in_a_tuple(h):
     apply = lambda c, x: (x * c[1], jnp.asarray(c[0]))  # noqa: E731
     for c in ((1, 2), (True, 2)):
-        h.call(c, _INTS, apply=apply, box=True)
+        h.call(c, _ints(), apply=apply, box=True)
 
 
 @SITUATIONS.add
@@ -198,7 +201,7 @@ def numpy_mask_compared_elementwise(h):
 def numpy_same_bytes_other_dtype(h):
     apply = lambda c, x: x + c  # noqa: E731
     for c in (np.zeros(2, np.int32), np.zeros(2, np.float32)):
-        h.call(c, _INTS, apply=apply, box=True)
+        h.call(c, _ints(), apply=apply, box=True)
 
 
 @SITUATIONS.add
@@ -298,7 +301,7 @@ def pytreedef_as_a_value(h):
     """A PyTreeDef compares its node data with `==`: `1` and `1.0` collide."""
     apply = lambda t, x: x * jtu.tree_unflatten(t, []).k  # noqa: E731
     for k in (1, 1.0):
-        h.call(jtu.tree_structure(Scalar(k)), _INTS, apply=apply, box=True)
+        h.call(jtu.tree_structure(Scalar(k)), _ints(), apply=apply, box=True)
 
 
 @SITUATIONS.add
