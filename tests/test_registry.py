@@ -4,6 +4,7 @@ import gc
 import threading
 import tracemalloc
 import weakref
+from typing import Any
 
 import jax
 import numpy as np
@@ -150,12 +151,6 @@ def test_registry_does_not_keep_alive_what_only_it_references():
     assert len(_registry._weak) - entries < 200
 
 
-def test_strong_table_is_bounded():
-    for i in range(_registry._MAX_STRONG + 100):
-        es.intern((i, "bounded"))
-    assert len(_registry._strong) <= _registry._MAX_STRONG
-
-
 def test_self_referencing_closures_terminate():
     def make():
         def even(n):
@@ -221,3 +216,67 @@ def test_clear_caches_keeps_names():
     es.clear_caches()
     assert es.lookup(name) is f
     assert es.intern(closure_over(9)) is not g
+
+
+def test_strong_table_holds_exactly_its_bound():
+    for i in range(_registry._MAX_STRONG + 100):
+        es.intern((i, "full"))
+    assert len(_registry._strong) == _registry._MAX_STRONG
+    # The oldest went first: the newest is still canonical, the first is not.
+    newest, first = (_registry._MAX_STRONG + 99, "full"), (0, "full")
+    assert es.intern(newest) is not newest
+    assert es.intern(first) is first
+
+
+def test_what_is_keyed_by_identity_is_not_stored():
+    weak, strong = len(_registry._weak), len(_registry._strong)
+    kept = [[i] for i in range(5)] + [type("Plain", (), {})() for _ in range(5)]
+    for obj in kept:
+        assert es.intern(obj) is obj
+    assert (len(_registry._weak), len(_registry._strong)) == (weak, strong)
+
+
+def _make_scaler():
+    def f(x):
+        return x * 2.0
+
+    return f
+
+
+@pytest.mark.parametrize("wrap", [lambda f: f, lambda f: (f,)], ids=["weak", "strong"])
+def test_a_canonical_changed_since_it_was_interned_is_never_handed_out(wrap):
+    # A function's attributes are part of its key; set one on the canonical instance and it no
+    # longer stands for its old class (a tuple holding it is stored strongly, a function weakly).
+    first = wrap(_make_scaler())
+    assert es.intern(first) is first
+    (first if callable(first) else first[0]).scale = 3.0  # pyright: ignore[reportFunctionMemberAccess]
+    second = wrap(_make_scaler())
+    assert es.stable_key(second) != es.stable_key(first)
+    assert es.intern(second) is second
+    assert es.intern(wrap(_make_scaler())) is second
+    assert es.intern(first) is first
+
+
+def _nest(x, depth):
+    for _ in range(depth):
+        x = (x,)
+    return x
+
+
+def _innermost(t, depth) -> Any:
+    for _ in range(depth):
+        t = t[0]
+    return t
+
+
+def test_canonical_copies_stop_at_the_keys_depth_limit():
+    # Down to the depth limit an array is keyed by its bytes, so the canonical instance holds a
+    # read-only copy; past it the key is equal to nothing else, and the user's own array stays.
+    limit = _registry.MAX_DEPTH
+    a, b = np.ones(2), np.ones(2)
+    assert es.stable_key(_nest(a, limit)) == es.stable_key(_nest(b, limit))
+    inner = _innermost(es.intern(_nest(a, limit)), limit)
+    assert inner is not a and not inner.flags.writeable
+    a, b = np.ones(2), np.ones(2)
+    assert es.stable_key(_nest(a, limit + 1)) != es.stable_key(_nest(b, limit + 1))
+    assert _innermost(es.intern(_nest(a, limit + 1)), limit + 1) is a
