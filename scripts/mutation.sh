@@ -33,6 +33,8 @@ cd "$WORK"
 # is killed or not whatever the run.
 export CI=1
 JOBS="${MUTATION_JOBS:-2}"
+# Seconds of recorded test time a mutant may run (fastest tests first; scripts/mutation_conftest.py).
+export MUTATION_BUDGET_S="${MUTATION_BUDGET_S:-5}"
 start=$(date +%s)
 # mutmut's own progress goes to a log; its verdicts are read back by `mutation.py score`.
 if ! mutmut run --max-children "$JOBS" "$@" >"$WORK/mutmut.log" 2>&1; then
@@ -40,5 +42,5 @@ if ! mutmut run --max-children "$JOBS" "$@" >"$WORK/mutmut.log" 2>&1; then
     echo "scripts/mutation.sh: mutmut failed; its log is $WORK/mutmut.log" >&2
     exit 1
 fi
-echo "mutmut ran in $(( $(date +%s) - start )) s with $JOBS workers"
+echo "mutmut ran in $(( $(date +%s) - start )) s with $JOBS workers, a budget of $MUTATION_BUDGET_S s of tests per mutant"
 python3 "$ROOT/scripts/mutation.py" score "$WORK" "$@"
