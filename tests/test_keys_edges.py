@@ -5,6 +5,7 @@ builtins and their bound methods; object arrays; `Equal`; node data that is not 
 import functools as ft
 import re
 import types
+import weakref
 from typing import Any, NamedTuple
 
 import jax
@@ -437,3 +438,57 @@ def test_intern_rebuilds_namedtuples_with_read_only_arrays():
     canonical = es.intern(Holder(a))
     assert type(canonical) is Holder
     assert canonical.array is not a and not canonical.array.flags.writeable
+
+
+class _SameHash:
+    """Equal by value, with one hash for all: only `==` tells two apart."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return type(other) is _SameHash and self.v == other.v
+
+    def __hash__(self):
+        return 1
+
+
+class _Plain:
+    pass
+
+
+class _HoldsAPlainObject:
+    def __init__(self, held):
+        self.held = held
+
+    def __eq__(self, other):
+        return type(other) is _HoldsAPlainObject and self.held is other.held
+
+    def __hash__(self):
+        return 7
+
+
+class _Unhashable:
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        raise TypeError("unhashable after all")
+
+
+# Hashable objects whose state cannot be keyed by value fall back, each way, to something that
+# never shares a key it should not.
+def test_hashable_objects_that_cannot_be_keyed_by_value():
+    # A library object that cannot be pickled (a weak reference): its own `==`, which compares
+    # the referents even where their hashes agree.
+    one, two, again = _SameHash(1), _SameHash(2), _SameHash(1)
+    assert es.stable_key(weakref.ref(one)) != es.stable_key(weakref.ref(two))
+    assert es.stable_key(weakref.ref(one)) == es.stable_key(weakref.ref(again))
+    # A user object holding something keyed by identity (an instance of a user class): itself,
+    # by identity.
+    held = _Plain()
+    a, b = _HoldsAPlainObject(held), _HoldsAPlainObject(held)
+    assert a == b and es.stable_key(a) != es.stable_key(b)
+    assert es.intern(b) is b
+    # One whose hash raises: by identity.
+    assert es.stable_key(_Unhashable()) != es.stable_key(_Unhashable())
