@@ -2,6 +2,7 @@
 reached through partials, methods and slices stay watched; module attributes read by a function;
 builtins and their bound methods; object arrays; `Equal`; node data that is not a tuple."""
 
+import collections
 import functools as ft
 import re
 import types
@@ -492,3 +493,28 @@ def test_hashable_objects_that_cannot_be_keyed_by_value():
     assert es.intern(b) is b
     # One whose hash raises: by identity.
     assert es.stable_key(_Unhashable()) != es.stable_key(_Unhashable())
+
+
+def _closure_over(held):
+    return lambda x: (x, held)
+
+
+@pytest.mark.parametrize(
+    ("wrap", "inner", "change"),
+    [
+        (lambda a: [a], np.array([1.0, 2.0]), lambda a: a.__iadd__(1.0)),
+        (lambda a: {"w": a}, np.array([1.0, 2.0]), lambda a: a.__iadd__(1.0)),
+        (lambda a: collections.deque([a]), [1.0], lambda a: a.append(2.0)),
+        (lambda a: collections.deque([a]), np.array([1.0]), lambda a: a.__iadd__(1.0)),
+        (lambda a: types.MappingProxyType({"w": a}), [1.0], lambda a: a.append(2.0)),
+        (lambda a: types.MappingProxyType({"w": a}), np.array([1.0]), lambda a: a.__iadd__(1.0)),
+    ],
+    ids=["list-array", "dict-array", "deque-list", "deque-array", "proxy-list", "proxy-array"],
+)
+def test_what_a_container_holds_is_watched(wrap, inner, change):
+    # A changeable thing inside a container a function reaches, changed in place: another key
+    # (the container is the same object, and so is what it holds).
+    f = _closure_over(wrap(inner))
+    before = es.stable_key(f)
+    change(inner)
+    assert es.stable_key(f) != before
