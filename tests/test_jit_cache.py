@@ -305,18 +305,6 @@ def test_a_global_array_changed_in_place_retraces():
     assert traces() == 2
 
 
-@pytest.mark.parametrize("donate", ["all", "all-except-first", "none"])
-def test_donated_arguments_per_mode(donate):
-    # Which leaves an entry donates (one output per input, so that each can be reused).
-    jitted = es.filter_jit(lambda a, b: (a + 1, b * 2), donate=donate)  # pyright: ignore
-    a, b = jnp.ones(3), jnp.ones(3)
-    out_a, out_b = jitted(a, b)
-    np.testing.assert_allclose(out_a, 2.0)
-    np.testing.assert_allclose(out_b, 2.0)
-    assert a.is_deleted() == (donate == "all")
-    assert b.is_deleted() == (donate != "none")
-
-
 def test_the_key_memo_forgets_dead_objects():
     import gc
 
