@@ -196,3 +196,62 @@ def test_a_wrapped_module_changed_by_force_runs_as_it_is_now():
     object.__setattr__(m, "w", jnp.full(2, 7.0))
     with pytest.raises(TypeError, match="changed in place"):
         copy(x)
+
+
+# Issue 18, family 4: the key a function (or a static argument) has after its trace changed
+# it is an alias of the program for the very objects that were traced, not for every object
+# with that key: a closure rebuilt over the same list that the trace appends to never ran it.
+
+
+def test_a_rebuilt_function_over_state_its_trace_changed_traces_again():
+    shared: list = []
+
+    def make():
+        def f(x):
+            shared.append(1)
+            return x * len(shared)
+
+        return f
+
+    outs = [float(es.filter_jit(make())(jnp.asarray(1.0))) for _ in range(3)]
+    # As eager Python and `equinox.filter_jit` (which traces each new function).
+    assert outs == [1.0, 2.0, 3.0]
+
+
+def test_a_rebuilt_static_argument_over_state_its_trace_changed_traces_again():
+    shared: list = []
+
+    def make():
+        def h(x):
+            shared.append(1)
+            return x * len(shared)
+
+        return h
+
+    jitted = es.filter_jit(lambda x, fn: fn(x))
+    outs = [float(jitted(jnp.asarray(1.0), make())) for _ in range(3)]
+    assert outs == [1.0, 2.0, 3.0]
+    assert jitted.cache_info().misses == 3
+
+
+@pytest.mark.counts_traces
+def test_the_traced_objects_still_find_their_alias(compiles):
+    # What the trace changed is part of the program for the objects that ran it: the same
+    # function wrapped again, and the same static passed again, hit.
+    shared: list = []
+
+    def f(x):
+        shared.append(1)
+        return x * 2
+
+    def call(x, fn):
+        return fn(x)
+
+    assert float(es.filter_jit(f)(jnp.asarray(1.0))) == 2.0
+    again = es.filter_jit(f)
+    assert float(again(jnp.asarray(2.0))) == 4.0
+    assert again.cache_info()[:2] == (1, 0)
+    jitted = es.filter_jit(call)
+    assert float(jitted(jnp.asarray(1.0), f)) == 2.0
+    assert float(jitted(jnp.asarray(3.0), f)) == 6.0
+    assert jitted.cache_info()[:2] == (1, 1)

@@ -217,10 +217,14 @@ class Cache:
     def __init__(self, donate: str):
         self.donate = donate
         self.entries: dict[Any, Entry] = {}
+        # The keys an entry's statics have after its trace changed them (see `rekey`), each with
+        # the very objects that were traced: `(entry, statics, node data)`.
+        self.aliases: dict[Any, tuple[Entry, tuple, tuple]] = {}
         self.recent: list[Entry] = []
 
     def clear(self) -> None:
         self.entries.clear()
+        self.aliases.clear()
         self.recent = []
 
     def lookup(self, leaves: list, treedef: Any) -> Entry:
@@ -269,6 +273,10 @@ class Cache:
         data = node_data(treedef, leaves)
         key, watch = _key(treedef, mask, [x for x, m in zip(leaves, mask) if not m])
         entry = self.entries.get(key)
+        if entry is None:
+            alias = self.aliases.get(key)
+            if alias is not None and _traced_these(alias, leaves, data):
+                entry = alias[0]
         if entry is not None:
             # An equivalent static (a rebuilt lambda, or the same one whose global was rebound
             # to an equal value): the entry holds the newest objects from now on.
@@ -282,9 +290,18 @@ class Cache:
         list it appends to) is part of the program, not a later change, so the entry is also
         found under the keys its statics have now."""
         key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics))
-        self.entries.setdefault(key, entry)
+        if key != entry.key and key not in self.entries:
+            # Only for these very objects: an equivalent object rebuilt over the same shared
+            # state (a list the trace appends to) has this key too, but it never ran the trace.
+            self.aliases[key] = (entry, entry.statics, entry.data)
         entry.watch = watch
         entry.watched = bool(watch)
+
+
+def _traced_these(alias: tuple, leaves: list, data: list) -> bool:
+    """Whether a call's statics and node data are the very objects an aliased entry traced."""
+    entry, statics, traced_data = alias
+    return all(map(_is, entry.static_of(leaves), statics)) and _same_node_data(data, traced_data)
 
 
 def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
@@ -321,3 +338,7 @@ def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:
     if old_nodes == new_nodes:
         return None, old_classes, new_classes
     return None, old_nodes, new_nodes
+
+
+# For the aliases of `_program.py`: the same comparison of node data, one level down.
+same_node_data = _same_node_data

@@ -6,6 +6,7 @@ Wrappers of equivalent functions (the same `stable_key`, the same options) share
 """
 
 import functools as ft
+import operator
 import weakref
 from typing import Any
 
@@ -16,7 +17,7 @@ import jax.tree_util as jtu
 from .._caches import cache_clears
 from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
 from ._bind import Binder
-from ._cache import Cache, Entry
+from ._cache import Cache, Entry, node_data, same_node_data
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
@@ -51,9 +52,7 @@ def _rebuild(spec: tuple, dynamic: Any) -> Any:
     return treedef.unflatten(leaves)
 
 
-jtu.register_pytree_node(
-    Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild
-)
+jtu.register_pytree_node(Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild)
 
 
 def _split_output(out: Any) -> Any:
@@ -240,8 +239,9 @@ _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 # arrays, and the options), shared by every wrapper of an equivalent function until
 # `es.clear_caches()`, as `equinox.filter_jit` shares its compiled programs; the key covers
 # everything the function's trace can read. Also by the key a function has after a trace that
-# changed it (see `alias_program`).
+# changed it (see `alias_program`), for the very objects that traced it alone.
 _shared: dict[Any, Program] = {}
+_aliases: dict[Any, tuple[Program, tuple, tuple]] = {}
 
 
 def _options(jitkwargs: dict[str, Any]) -> tuple:
@@ -254,8 +254,21 @@ def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any
     key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
+        alias = _aliases.get(key)
+        if alias is not None and _same_objects(alias, parts):
+            return alias[0]
         program = _shared[key] = Program(fun, parts, donate, jitkwargs, key)
     return program
+
+
+def _same_objects(alias: tuple, parts: FunParts) -> bool:
+    """Whether `parts` holds the very static objects that traced the aliased program."""
+    _, template, data = alias
+    return (
+        len(template) == len(parts.template)
+        and all(map(operator.is_, template, parts.template))
+        and same_node_data(node_data(parts.treedef, list(parts.template)), data)
+    )
 
 
 def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
@@ -265,14 +278,19 @@ def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
     change in place names it by identity (a rebound cell, a list), so an equivalent copy made
     elsewhere in the changed state, which never ran this trace, does not find it."""
     key = static_key(fun, parts, program.donate, _options(program.jitkwargs))
-    if key != program.key:
-        _shared.setdefault(key, program)
+    if key != program.key and key not in _shared:
+        # Only for these very objects: a function rebuilt over the same shared object (a list
+        # the trace appends to) has this key too, but it never ran the trace, and traced now it
+        # may compute something else (`x * len(shared)`).
+        data = tuple(node_data(parts.treedef, list(parts.template)))
+        _aliases[key] = (program, parts.template, data)
 
 
 def _clear_all() -> None:
     for program in list(_all_programs):
         program.clear()
     _shared.clear()
+    _aliases.clear()
     for wrapper in list(live_wrappers):
         wrapper._stats.clear()
 
