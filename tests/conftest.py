@@ -87,6 +87,12 @@ def getkey() -> Callable[[], jax.Array]:
 
 @pytest.fixture
 def compiles() -> Iterator[CompileLog]:
-    """JAX's compile log over the whole test: see `tests/helpers.py::compile_log`."""
+    """JAX's compile log over the whole test: see `tests/helpers.py::compile_log`.
+
+    A miss whose trace matches a program compiled by an earlier test would reuse it (the same
+    jaxpr, the same input types): the test starts with no compiled program to find."""
+    from eqxstable._jit import _reuse
+
+    _reuse.clear()
     with _compile_log() as log:
         yield log

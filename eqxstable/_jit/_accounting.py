@@ -31,11 +31,18 @@ class Miss(NamedTuple):
     - `path`: the leaf (or pytree node) that differs from the closest earlier call, in the
         arguments' own terms, e.g. `args[0].mlp.activation` or `kwargs['x']`; `""` for `"first"`.
     - `reason`: one sentence with the old and the new value and what to do about it.
+    - `compiled`: `False` when the trace produced a program that was already compiled (the
+        same jaxpr by value, input types, shardings, donation, configuration and backend), which
+        the call ran with no lowering and no XLA compile.
+    - `saved_seconds`: for such a miss, the XLA compile seconds that program took when it was
+        compiled (what this miss did not spend again).
     """
 
     kind: MissKind
     path: str
     reason: str
+    compiled: bool = True
+    saved_seconds: float = 0.0
 
 
 class CacheInfo(NamedTuple):
@@ -49,6 +56,9 @@ class CacheInfo(NamedTuple):
     - `currsize`: the number of compiled programs this wrapper's cache holds.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
+    - `traces`: the number of misses (each traced the function, or lowered it again).
+    - `compiles`: how many of them compiled a program; the others reused one compiled for an
+        equal trace (`compiles <= traces`).
     """
 
     hits: int
@@ -57,6 +67,8 @@ class CacheInfo(NamedTuple):
     currsize: int
     compile_seconds: float
     trace_seconds: float
+    traces: int = 0
+    compiles: int = 0
 
 
 class Stats:
@@ -91,6 +103,7 @@ class Call:
         "traced",
         "lowering",
         "committed",
+        "notify",
     )
 
     def __init__(self, program: Any, wrapper: Any, args, kwargs, entry: Any, lowering: bool):
@@ -106,6 +119,9 @@ class Call:
         self.lowering = lowering
         # Set when this call's miss was recorded: a call that raises before that is not counted.
         self.committed = False
+        # Whether the miss listeners hear of the miss when it is recorded (a first call tells
+        # them itself, once it knows whether the program was compiled or reused).
+        self.notify = True
 
 
 class _Current(threading.local):
@@ -119,6 +135,12 @@ live_wrappers: "weakref.WeakSet[Any]" = weakref.WeakSet()
 # Called as `listener(wrapper, miss)` after each miss is recorded: the hook for tools (the pytest
 # plugin) that must see every miss, also of a wrapper that is gone by the time they look.
 miss_listeners: "list[Callable[[Any, Miss], None]]" = []
+
+
+def notify(wrapper: Any, miss: Miss) -> None:
+    for listener in miss_listeners:
+        listener(wrapper, miss)
+
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"

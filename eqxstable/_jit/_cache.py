@@ -94,6 +94,7 @@ class Entry:
         "all_kept",
         "drop_pos",
         "jaxprs",
+        "token",
         "__weakref__",
     )
 
@@ -107,6 +108,9 @@ class Entry:
         self.static_of = _getter([i for i, m in enumerate(mask) if not m])
         self.dyn_sel = mask
         self.statics: tuple = ()
+        # What `jax.jit` sees as the static argument (`_reuse.Token`): `None` until the first
+        # call, which traces and then compiles, or reuses a program compiled for an equal trace.
+        self.token: Any = None
         # Verify mode: the jaxpr each program of this entry was compiled from, by argument types.
         self.jaxprs: dict | None = None
         self.adopt(leaves, data, watch)

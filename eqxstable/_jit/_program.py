@@ -15,12 +15,14 @@ import jax
 import jax.tree_util as jtu
 
 from .._caches import cache_clears
-from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
+from . import _reuse
+from ._accounting import Call, current, live_wrappers, Miss, notify
 from ._bind import Binder
 from ._cache import Cache, Entry, node_data, same_node_data
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
+from ._reuse import Token, trace_sig
 from ._signature import _array_leaf, diff, Signature, signature
 
 
@@ -102,6 +104,7 @@ class Program:
         self.name, self.qualname = fun_names(fun)
         self.donate = donate
         self.jitkwargs = jitkwargs
+        self.options = _options(jitkwargs)
         self.key = key
         self.cache = Cache(donate)
         self.bind = Binder(fun)
@@ -131,8 +134,14 @@ class Program:
         self.jitted = self._make_jitted()
 
     def _make_jitted(self):
-        def body(donated: list, kept: list, fun_dynamic: list, entry: Entry):
+        def body(donated: list, kept: list, fun_dynamic: list, token: Token):
             call = current.call
+            sig = trace_sig(donated, kept, fun_dynamic)
+            # A token with guests stands for the one trace they matched (`_reuse.py`).
+            token.check(self, call, sig)
+            owner = token.owner()
+            entry = call.entry if call is not None else owner
+            assert entry is not None
             record = (
                 call is not None and call.program is self and not call.lowering and not call.traced
             )
@@ -151,6 +160,7 @@ class Program:
             fun = self.rebuild_fun(template, fun_dynamic)
             args, kwargs = entry.rebuild(donated, kept)
             out = fun(*args, **kwargs)
+            token.traced(sig)
             if explained is not None:
                 assert call is not None
                 self._commit(call, entry, *explained)
@@ -219,8 +229,8 @@ class Program:
         self.compiled += 1
         call.stats.misses.append(miss)
         call.committed = True
-        for listener in miss_listeners:
-            listener(call.wrapper, miss)
+        if call.notify:
+            notify(call.wrapper, miss)
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
@@ -291,6 +301,7 @@ def _clear_all() -> None:
         program.clear()
     _shared.clear()
     _aliases.clear()
+    _reuse.clear()
     for wrapper in list(live_wrappers):
         wrapper._stats.clear()
 

@@ -18,6 +18,9 @@ from typing import Any
 import jax
 
 from .._errors import StaleProgramError
+from .._keys._jaxpr import jaxpr_key
+from ._fingerprint import key_of, TRACE_ONLY
+from ._reuse import real_token
 
 
 MSG_STALE = (
@@ -36,14 +39,26 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
 
 
-def _fingerprint(closed: Any) -> tuple[str, tuple]:
+def _fingerprint(closed: Any) -> tuple[Any, str, tuple]:
+    """The jaxpr by value, as a miss compares it with the compiled programs
+    (`_fingerprint.key_of`), with its text for the message. Where it cannot be keyed by value,
+    its text and constants are compared."""
+    key = jaxpr_key(closed, key_of, TRACE_ONLY)
+    if key is not None:
+        return key, str(closed.jaxpr), ()
     consts = []
     for c in closed.consts:
         try:
             consts.append((str(c.dtype), tuple(c.shape), bytes(jax.device_get(c).tobytes())))
         except Exception:
             consts.append((type(c).__name__, id(c)))
-    return str(closed.jaxpr), tuple(consts)
+    return None, str(closed.jaxpr), tuple(consts)
+
+
+def _same(expected: tuple, actual: tuple) -> bool:
+    if expected[0] is not None and actual[0] is not None:
+        return expected[0] == actual[0]
+    return expected[1:] == actual[1:]
 
 
 def _avals(donated: list, kept: list, fun_dynamic: list) -> tuple:
@@ -55,7 +70,8 @@ def _avals(donated: list, kept: list, fun_dynamic: list) -> tuple:
 
 def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: list) -> None:
     """After a miss: the jaxpr the program was compiled from, for these argument types."""
-    traced = program.jitted.trace(donated, kept, fun_dynamic, entry)
+    token = real_token(entry.token)
+    traced = token.jitted.trace(donated, kept, fun_dynamic, token)
     jaxprs = getattr(entry, "jaxprs", None)
     if jaxprs is None:
         jaxprs = entry.jaxprs = {}
@@ -82,7 +98,7 @@ def check(
         return program.split_output(fun(*args, **kwargs))
 
     actual = _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
-    if actual != expected:
+    if not _same(expected, actual):
         raise StaleProgramError(
             MSG_STALE.format(
                 name=program.qualname, path=_path(wrapper, entry), what=_what(expected, actual)
@@ -99,9 +115,9 @@ def _path(wrapper: Any, entry: Any) -> str:
 
 
 def _what(expected: tuple, actual: tuple) -> str:
-    if expected[0] != actual[0]:
-        old = expected[0].splitlines()
-        new = actual[0].splitlines()
+    if expected[1] != actual[1]:
+        old = expected[1].splitlines()
+        new = actual[1].splitlines()
         for a, b in zip(old, new):
             if a != b:
                 return f"`{a.strip()}` became `{b.strip()}`"

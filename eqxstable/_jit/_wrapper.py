@@ -20,6 +20,7 @@ from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._program import alias_program, get_program, Program
+from ._reuse import Detach, detached, detached_token, first_call, Guest, real_token
 from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
 
@@ -308,22 +309,25 @@ class _JitWrapper(Generic[_P, _T]):
         leaves, treedef = _flatten((args, kwargs), None)
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.take(leaves)
+        token = entry.token
         call = Call(program, self, args, kwargs, entry, False)
         previous = current.call
         current.call = call
         try:
-            if state.filter_warning:
-                with warnings.catch_warnings():
-                    warnings.filterwarnings(
-                        "ignore", message="Some donated buffers were not usable*"
-                    )
-                    out = program.jitted(donated, kept, self._dynamic, entry)
+            if token is None or state.filter_warning:
+                out = _slow_call(program, call, entry, donated, kept, self._dynamic, state)
             else:
-                out = program.jitted(donated, kept, self._dynamic, entry)
-            if call.committed:
+                try:
+                    out = token.jitted(donated, kept, self._dynamic, token)
+                except Detach:
+                    out = detached(program, call, entry, donated, kept, self._dynamic)
+            if call.committed and token is not None:
                 state.traced(program)
-                if raises_at_run_time(program, entry, donated, kept, self._dynamic):
+                token = real_token(entry.token)
+                if raises_at_run_time(token.program, token, donated, kept, self._dynamic):
                     program.waits.add(entry)
+            elif call.committed:
+                state.traced(program)
             if program.waits and entry in program.waits:
                 # A program that can raise while it runs (an `equinox.error_if` check) is
                 # waited for, as `equinox.filter_jit` waits for every call, so that its error
@@ -379,10 +383,18 @@ class _JitWrapper(Generic[_P, _T]):
         leaves, treedef = _flatten((args, kwargs), None)
         entry = program.cache.lookup(leaves, treedef)
         donated, kept = entry.split(leaves)
+        token = entry.token
+        if token is None or type(token) is Guest:
+            # `.lower()` traces the entry's own objects: a guest detaches from its target.
+            token = detached_token(program, entry)
         previous = current.call
         current.call = Call(program, self, args, kwargs, entry, True)
         try:
-            lowered = program.jitted.lower(donated, kept, self._dynamic, entry)
+            try:
+                lowered = token.jitted.lower(donated, kept, self._dynamic, token)
+            except Detach:
+                token = detached_token(program, entry)
+                lowered = token.jitted.lower(donated, kept, self._dynamic, token)
         finally:
             current.call = previous
         # Lowering traced the function: what it changed in itself then is not a later change.
@@ -392,7 +404,8 @@ class _JitWrapper(Generic[_P, _T]):
 
     def cache_info(self) -> CacheInfo:
         """The wrapper's counters, in the shape of `functools.lru_cache`'s:
-        `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds)`."""
+        `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds, traces,
+        compiles)`."""
         stats = self._stats
         misses = len(stats.misses)
         return CacheInfo(
@@ -402,6 +415,8 @@ class _JitWrapper(Generic[_P, _T]):
             currsize=self._state.program.compiled,
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
+            traces=misses,
+            compiles=sum(1 for miss in stats.misses if miss.compiled),
         )
 
     def cache_clear(self) -> None:
@@ -442,6 +457,28 @@ class _JitWrapper(Generic[_P, _T]):
 
     def __reduce__(self) -> tuple:
         return (_unpickle, (self.__wrapped__, *_options_of(self)))
+
+
+def _slow_call(
+    program: Program, call: Call, entry: Any, donated: list, kept: list, dyn: Any, state: _State
+) -> Any:
+    """A call that is not a plain hit: the first call of an entry (which looks for a program
+    compiled for an equal trace), or one whose donated buffers JAX may warn about."""
+    if state.filter_warning:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable*")
+            return _dispatch(program, call, entry, donated, kept, dyn)
+    return _dispatch(program, call, entry, donated, kept, dyn)
+
+
+def _dispatch(program: Program, call: Call, entry: Any, donated: list, kept: list, dyn: Any):
+    token = entry.token
+    if token is None:
+        return first_call(program, call, entry, donated, kept, dyn)
+    try:
+        return token.jitted(donated, kept, dyn, token)
+    except Detach:
+        return detached(program, call, entry, donated, kept, dyn)
 
 
 def _options_of(wrapper: _JitWrapper) -> tuple:

@@ -45,7 +45,9 @@ class _Unkeyable(Exception):
     pass
 
 
-def jaxpr_key(obj: Any, key_of: Callable[[Any], Hashable]) -> Hashable | None:
+def jaxpr_key(
+    obj: Any, key_of: Callable[[Any], Hashable], ignore: frozenset = frozenset()
+) -> Hashable | None:
     """The value key of a `Jaxpr` or `ClosedJaxpr`, or `None` for anything else (or a jaxpr
     that cannot be keyed by value).
 
@@ -54,6 +56,8 @@ def jaxpr_key(obj: Any, key_of: Callable[[Any], Hashable]) -> Hashable | None:
     - `obj`: any object.
     - `key_of`: the key of any other value met inside (equation parameters, literal values,
         abstract values), e.g. `eqxstable.stable_key` or the keys layer's own recursion.
+    - `ignore`: `(primitive name, parameter name)` pairs left out of the key (the jit layer
+        leaves out what only transformations read, as a `custom_jvp`'s rule).
 
     **Returns:**
 
@@ -63,19 +67,19 @@ def jaxpr_key(obj: Any, key_of: Callable[[Any], Hashable]) -> Hashable | None:
     if not isinstance(obj, (_JAXPR, _CLOSED)):
         return None
     try:
-        return _key(obj, key_of)
+        return _key(obj, key_of, ignore)
     except _Unkeyable:
         return None
 
 
-def _key(obj: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+def _key(obj: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
     if isinstance(obj, _CLOSED):
         consts = tuple(_value(c, key_of) for c in obj.consts)
-        return ("ClosedJaxpr", _jaxpr(obj.jaxpr, key_of), consts)
-    return _jaxpr(obj, key_of)
+        return ("ClosedJaxpr", _jaxpr(obj.jaxpr, key_of, ignore), consts)
+    return _jaxpr(obj, key_of, ignore)
 
 
-def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
     positions: dict[int, int] = {}
 
     def bind(var: Any) -> Hashable:
@@ -97,8 +101,11 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     eqns = []
     for eqn in jaxpr.eqns:
         ins = tuple(map(use, eqn.invars))
+        primitive = getattr(eqn.primitive, "name", None)
         params = tuple(
-            (name, _param(value, key_of)) for name, value in sorted(eqn.params.items())
+            (name, _param(value, key_of, ignore))
+            for name, value in sorted(eqn.params.items())
+            if not ignore or (primitive, name) not in ignore
         )
         effects = key_of(frozenset(eqn.effects))
         outs = tuple(map(bind, eqn.outvars))
@@ -152,13 +159,13 @@ def _var_type(var: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     return (key_of(var.aval), extra)
 
 
-def _param(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+def _param(value: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
     # Sub-jaxprs (of `pjit`, `cond`, `scan`, `custom_jvp_call`...) are keyed here, whether or not
     # `key_of` knows about jaxprs; they sit directly in a parameter or in a tuple of them.
     if isinstance(value, (_JAXPR, _CLOSED)):
-        return ("sub", _key(value, key_of))
+        return ("sub", _key(value, key_of, ignore))
     if type(value) is tuple and any(isinstance(v, (_JAXPR, _CLOSED)) for v in value):
-        return ("subs", tuple(_param(v, key_of) for v in value))
+        return ("subs", tuple(_param(v, key_of, ignore) for v in value))
     return key_of(value)
 
 

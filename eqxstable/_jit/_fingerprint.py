@@ -1,0 +1,191 @@
+"""The fingerprint of what a trace produced, by value: two calls whose fingerprints are equal
+would make JAX compile the same executable, so the second may run the first's.
+
+It holds everything the executable depends on:
+
+- the closed jaxpr by value (`eqxstable._keys._jaxpr`): equations, parameters, sub-jaxprs,
+  literals and constants by their bytes, effects, each equation's context. Parameters are keyed
+  strictly (`key_of`): Python values by exact type and value (floats by their bits); JAX's own
+  objects that are no functions (abstract values, shardings, meshes, a `custom_jvp`'s rule as a
+  `WrappedFun`) by JAX's own `==`, which JAX's caches rely on; every other object, a callback's
+  function included, by identity. So a jaxpr is equal only where every transformation of it is
+  too (a gradient reads a `custom_jvp`'s rule from the jaxpr);
+- the input arrays' types, abstract values (shape, dtype, weak type), shardings, layouts and
+  whether they are committed to a device;
+- which inputs are donated, and the jit options (compiler options among them);
+- JAX's trace-context configuration (`jax_enable_x64`, matmul precision, dtype promotion, the
+  default device...: what JAX keys its own caches by), and the backend;
+- the output's structure, with its non-array parts by the same strict keys (the reused program's
+  output tree rebuilds the result).
+
+Reading the trace context needs one JAX internal (`jax._src.config.trace_context`); where it is
+missing, `fingerprint` returns `None` and every miss compiles, as before (`tests/test_compat.py`
+notices).
+"""
+
+import enum
+import struct
+from collections.abc import Hashable
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._keys._jaxpr import jaxpr_key
+
+
+try:
+    from jax._src.config import trace_context as _trace_context
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - a JAX that moved them: no reuse, every miss compiles.
+    _trace_context = None
+    _trace_state_clean = None
+
+AVAILABLE = _trace_context is not None and _trace_state_clean is not None
+_ARRAYS = (jax.Array, np.ndarray)
+_VALUES = frozenset({int, str, bool, bytes, type(None)})
+_TreeDef = type(jax.tree_util.tree_structure(0))
+# Parameters that only transformations read (a `custom_jvp`'s or `custom_vjp`'s rules, made
+# afresh by every trace), never lowering: left out, so that `jax.nn.relu` does not keep two
+# traces apart. A program is therefore reused only outside transformations (`reusable`, and a
+# guest's calls, `_reuse.Guest`). If JAX renames them they are keyed by identity: no reuse.
+TRACE_ONLY = frozenset(
+    {
+        ("custom_jvp_call", "jvp_jaxpr_fun"),
+        ("custom_jvp_call", "jvp_jaxpr_thunk"),
+        ("custom_vjp_call", "fwd_jaxpr_thunk"),
+        ("custom_vjp_call", "bwd"),
+        ("custom_vjp_call", "out_trees"),
+        ("custom_vjp_call_jaxpr", "fwd_jaxpr_thunk"),
+        ("custom_vjp_call_jaxpr", "bwd"),
+        ("custom_vjp_call_jaxpr", "out_trees"),
+    }
+)
+
+
+class _Same:
+    """A key equal only to the key of the very same object (it keeps the object alive, so that
+    its `id` is never reused while the key exists)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def _jax_own(t: type) -> bool:
+    module = getattr(t, "__module__", "") or ""
+    return module == "jax" or module.startswith(("jax.", "jaxlib"))
+
+
+def key_of(x: Any) -> Hashable:
+    """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
+    computation, never merely similar values."""
+    t = type(x)
+    if t in _VALUES:
+        return (t, x)
+    if t is float:
+        return (t, struct.pack("<d", x))
+    if t is complex:
+        return (t, struct.pack("<dd", x.real, x.imag))
+    if t is tuple or t is list:
+        return (t, tuple(map(key_of, x)))
+    if t is frozenset or t is set:
+        return (t, frozenset(map(key_of, x)))
+    if t is dict:
+        return (t, tuple((key_of(k), key_of(v)) for k, v in x.items()))
+    if isinstance(x, np.dtype):
+        return ("dtype", x.str, x.name)
+    if isinstance(x, _TreeDef):
+        return tree_key(x)
+    if isinstance(x, (type, enum.Enum)):
+        return _Same(x)
+    if isinstance(x, tuple) and hasattr(t, "_fields"):  # A NamedTuple (JAX's dimension numbers).
+        return (_Same(t), tuple(map(key_of, x)))
+    if isinstance(x, (np.ndarray, np.generic)) and not x.dtype.hasobject:
+        return ("array", _Same(t), x.dtype.str, x.dtype.name, x.shape, x.tobytes())
+    if _jax_own(t) and not callable(x) and not isinstance(x, jax.Array):
+        try:
+            hash(x)
+        except TypeError:
+            return _Same(x)
+        return (_Same(t), x)
+    return _Same(x)
+
+
+def tree_key(treedef: Any) -> Hashable:
+    """A treedef by value, its node data by `key_of` (`PyTreeDef.__eq__` compares node data with
+    `==`, so that `1`, `1.0` and `True` collide)."""
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        return "*"
+    node = treedef.node_data()
+    if node is None:
+        return ("?", _Same(treedef))
+    kind, data = node
+    return (_Same(kind), key_of(data), tuple(map(tree_key, treedef.children())))
+
+
+def top_level() -> bool:
+    """Whether no transformation (and no outer trace) is running."""
+    return _trace_state_clean is not None and _trace_state_clean()
+
+
+def reusable(*groups: list) -> bool:
+    """Whether a call may look for a program compiled for another: outside any transformation
+    (a transformation re-traces the jaxpr it finds, so it is left to JAX) and with concrete
+    arrays only."""
+    if not AVAILABLE or not top_level():
+        return False
+    return all(isinstance(x, _ARRAYS) for group in groups for x in group)
+
+
+def _input(x: Any) -> Hashable:
+    if isinstance(x, np.ndarray):
+        return (np.ndarray, jax.typeof(x))
+    return (type(x), jax.typeof(x), x.sharding, x.format, getattr(x, "_committed", None))
+
+
+def context() -> Hashable:
+    """What JAX keys its own caches by: the trace-context configuration."""
+    return _trace_context()  # pyright: ignore[reportOptionalCall]
+
+
+def fingerprint(
+    closed: Any, out_tree: Any, donate: str, jitkwargs: tuple, donated: list, kept: list, dyn: Any
+) -> Hashable | None:
+    """The fingerprint of a traced call, or `None` where something in it cannot be keyed (the
+    caller then compiles, which is always safe).
+
+    **Arguments:**
+
+    - `closed`: the `ClosedJaxpr` the trace produced.
+    - `out_tree`: the treedef of its output.
+    - `donate`, `jitkwargs`: the program's options.
+    - `donated`, `kept`, `dyn`: the arrays the call passes (concrete, see `reusable`).
+
+    **Returns:** a hashable fingerprint, or `None`.
+    """
+    if not AVAILABLE:
+        return None
+    try:
+        jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY)
+        if jaxpr is None:
+            return None
+        inputs = tuple(map(_input, (*donated, *kept, *dyn)))
+        return (
+            jaxpr,
+            inputs,
+            (donate, len(donated), len(kept), len(dyn)),
+            key_of(jitkwargs),
+            context(),
+            jax.default_backend(),
+            tree_key(out_tree),
+        )
+    except Exception:
+        return None

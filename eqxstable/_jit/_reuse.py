@@ -1,0 +1,194 @@
+"""A miss costs a trace, not a compile: a new cache entry whose trace produced a program that
+is already compiled (the same fingerprint, `_fingerprint.py`) runs that program.
+
+What `jax.jit` sees as its static argument is a `Token`, not the entry itself. Each entry gets a
+token of its own at its first call, unless its trace's fingerprint finds a token whose program
+was compiled from an equal trace: the entry then becomes a *guest* of that token, and its calls
+are JAX's own cache hits for it (the C++ fast path, as every hit), with no lowering and no XLA
+compile.
+
+Sound by construction: a token with guests stands for one trace only, the one every guest
+matched. JAX compiles under a token only what the token's traces produced, and a trace under a
+token with guests that is not the matched one (a new shape, dtype, weak type or configuration;
+or a call from another wrapper's program, whose body this is not) raises `Detach` before the
+user's function runs: the calling entry then takes a token of its own and traces there. Only
+calls outside every transformation look for a program to reuse (`_fingerprint.reusable`); a
+transformation of a guest's call (a gradient) transforms the one jaxpr every guest matched,
+rules included.
+"""
+
+import time
+import weakref
+from typing import Any
+
+from ._accounting import Call, notify
+from ._fingerprint import context, fingerprint, reusable, top_level
+from ._runtime_error import _has_callback, raises_at_run_time  # pyright: ignore[reportPrivateUsage]
+
+
+class Detach(Exception):
+    """Raised inside a trace under a token with guests that is not the trace they matched."""
+
+
+class Token:
+    """JAX's static argument for the programs of one entry (and of its guests).
+
+    Hashes by identity, so JAX's C++ cache compares it at C speed."""
+
+    __slots__ = (
+        "program",
+        "jitted",
+        "owner",
+        "sig",
+        "traces",
+        "guests",
+        "compile_seconds",
+        "__weakref__",
+    )
+
+    def __init__(self, program: Any, entry: Any):
+        self.program = program
+        self.jitted = program.jitted
+        # Weak: JAX's trace cache may keep a token alive after its entry is gone.
+        self.owner = weakref.ref(entry)
+        # The input types and configuration of the first trace under this token, and how many
+        # traces it has had: a guest may join only a token with that one trace.
+        self.sig: Any = None
+        self.traces = 0
+        self.guests = 0
+        self.compile_seconds = 0.0
+
+    def check(self, program: Any, call: Call | None, sig: Any) -> None:
+        """Inside the body, before the user's function is traced under this token."""
+        if self.guests and (call is None or call.program is not program or sig != self.sig):
+            raise Detach
+
+    def traced(self, sig: Any) -> None:
+        if not self.traces:
+            self.sig = sig
+        self.traces += 1
+
+
+class Guest:
+    """The token of an entry whose program is another entry's (`target`): outside every
+    transformation its calls are the target's; under one (a gradient, `vmap`, an outer
+    `jax.jit`) JAX would transform the target's jaxpr, whose rules for transformations (a
+    `custom_jvp`'s) the fingerprint leaves out, so the entry detaches and traces its own."""
+
+    __slots__ = ("target", "program", "jitted")
+
+    def __init__(self, target: Token):
+        self.target = target
+        self.program = target.program
+        real = target.jitted
+
+        def jitted(donated: list, kept: list, dyn: Any, _: Any) -> Any:
+            if top_level():
+                return real(donated, kept, dyn, target)
+            raise Detach
+
+        self.jitted = jitted
+
+
+def real_token(token: Any) -> Token:
+    """The token `jax.jit` sees for an entry's token."""
+    return token.target if type(token) is Guest else token
+
+
+def trace_sig(donated: list, kept: list, fun_dynamic: list) -> tuple:
+    """The input types of a trace (tracers inside the body) and JAX's configuration."""
+    try:
+        avals = tuple(x.aval for x in (*donated, *kept, *fun_dynamic))
+        return (avals, context())
+    except Exception:
+        return (object(),)  # Equal to nothing: a token with guests detaches.
+
+
+# Tokens by the fingerprint of their one trace, across every program. Weak values: a token lives
+# as long as an entry (or JAX's trace cache) holds it.
+_by_fingerprint: "weakref.WeakValueDictionary[Any, Token]" = weakref.WeakValueDictionary()
+
+
+# Seconds spent in the first calls that looked for a program to reuse, by stage (what
+# `benchmarks/miss_cost.py` reports; lowering and XLA compile are JAX's own events).
+timings = {"trace": 0.0, "fingerprint": 0.0, "compile": 0.0}
+
+
+def clear() -> None:
+    _by_fingerprint.clear()
+
+
+def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, dyn: Any) -> Any:
+    """The first call of a new entry: trace, fingerprint, and run the program compiled for an
+    equal trace if there is one; else compile."""
+    own = Token(program, entry)
+    if not reusable(donated, kept, dyn):
+        entry.token = own
+        out = own.jitted(donated, kept, dyn, own)
+        if call.committed and raises_at_run_time(program, own, donated, kept, dyn):
+            program.waits.add(entry)
+        return out
+    start = time.perf_counter()
+    call.notify = False
+    try:
+        traced = own.jitted.trace(donated, kept, dyn, own)
+    finally:
+        call.notify = True
+    traced_at = time.perf_counter()
+    fp = fingerprint(
+        traced.jaxpr, traced.out_tree, program.donate, program.options, donated, kept, dyn
+    )
+    fingerprinted_at = time.perf_counter()
+    stats = call.stats
+    miss = stats.misses[-1] if call.committed else None
+    target = _by_fingerprint.get(fp) if fp is not None else None
+    if target is not None and target.traces == 1:
+        entry.token = Guest(target)
+        target.guests += 1
+        if miss is not None:
+            stats.misses[-1] = miss._replace(compiled=False, saved_seconds=target.compile_seconds)
+        try:
+            out = target.jitted(donated, kept, dyn, target)
+        except Detach:
+            # JAX traced again after all (its caches dropped the trace): compile our own.
+            target.guests -= 1
+            if miss is not None:
+                stats.misses[-1] = miss
+        else:
+            _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
+            return out
+    entry.token = own
+    before = stats.compile_seconds
+    compile_start = time.perf_counter()
+    out = own.jitted(donated, kept, dyn, own)
+    timings["compile"] += time.perf_counter() - compile_start
+    own.compile_seconds = stats.compile_seconds - before
+    if fp is not None and fp not in _by_fingerprint:
+        _by_fingerprint[fp] = own
+    _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
+    return out
+
+
+def _finish(program, call, entry, traced, start, traced_at, fingerprinted_at) -> None:
+    if call.committed:
+        notify(call.wrapper, call.stats.misses[-1])
+    timings["trace"] += traced_at - start
+    timings["fingerprint"] += fingerprinted_at - traced_at
+    if _has_callback(traced.jaxpr.jaxpr):
+        program.waits.add(entry)
+
+
+def detached_token(program: Any, entry: Any) -> Token:
+    """A token of the entry's own, in place of a shared one (or none)."""
+    token = entry.token
+    if type(token) is Guest:
+        token.target.guests -= 1
+    entry.token = own = Token(program, entry)
+    return own
+
+
+def detached(program: Any, call: Call, entry: Any, donated: list, kept: list, dyn: Any) -> Any:
+    """A call whose trace under a shared token was refused: the entry traces under its own."""
+    own = detached_token(program, entry)
+    out = own.jitted(donated, kept, dyn, own)
+    return out
