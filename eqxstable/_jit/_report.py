@@ -7,7 +7,7 @@ import jax
 from ._accounting import live_wrappers, Miss
 
 
-_HEADER = ("function", "calls", "hits", "misses", "compile s", "most common miss")
+_HEADER = ("function", "calls", "hits", "misses", "compiles", "compile s", "most common miss")
 _MAX_REASON = 90
 
 
@@ -37,8 +37,9 @@ def _process_line() -> str | None:
 
 def report() -> str:
     """A table over every live stable [`eqxstable.filter_jit`][]: its name, calls, hits, misses,
-    compile seconds and the most common reason it recompiled. In a multi-process run
-    (`jax.distributed`) its first line names the process it describes.
+    compiles (a miss whose trace produced a program already compiled reuses it), compile seconds
+    and the most common reason it recompiled. In a multi-process run (`jax.distributed`) its
+    first line names the process it describes.
 
     **Arguments:** None.
 
@@ -70,6 +71,7 @@ def report() -> str:
                 str(info.hits + info.misses),
                 str(info.hits),
                 str(info.misses),
+                str(info.compiles),
                 f"{info.compile_seconds:.3f}",
                 _top_reason(wrapper._stats.misses),
             )
@@ -82,9 +84,9 @@ def report() -> str:
 
     def line(row):
         cells = [row[0].ljust(widths[0])]
-        cells += [cell.rjust(width) for cell, width in zip(row[1:5], widths[1:5])]
-        cells.append(row[5])
+        cells += [cell.rjust(width) for cell, width in zip(row[1:6], widths[1:6])]
+        cells.append(row[6])
         return "  ".join(cells).rstrip()
 
-    rule = "  ".join("-" * w for w in widths[:5]) + "  " + "-" * len(_HEADER[5])
+    rule = "  ".join("-" * w for w in widths[:6]) + "  " + "-" * len(_HEADER[6])
     return "\n".join([*head, line(_HEADER), rule, *map(line, rows)])
