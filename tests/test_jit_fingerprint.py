@@ -49,6 +49,7 @@ def _sweep(jit, lrs, steps=3):
     """A learning-rate sweep as a new user writes it: the model, the optimizer and the step are
     rebuilt for each trial."""
     results = []
+    step = loss = None
     x = jnp.linspace(-1.0, 1.0, 16).reshape(8, 2)
     y = jnp.sum(x**2, axis=1, keepdims=True)
     for lr in lrs:
