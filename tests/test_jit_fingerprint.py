@@ -48,8 +48,7 @@ def test_rebuilt_closures_over_equal_fresh_dicts_compile_once(compiles):
 def _sweep(jit, lrs, steps=3):
     """A learning-rate sweep as a new user writes it: the model, the optimizer and the step are
     rebuilt for each trial."""
-    results = []
-    step = loss = None
+    results, made = [], []
     x = jnp.linspace(-1.0, 1.0, 16).reshape(8, 2)
     y = jnp.sum(x**2, axis=1, keepdims=True)
     for lr in lrs:
@@ -67,10 +66,13 @@ def _sweep(jit, lrs, steps=3):
             updates, opt_state = optim.update(grads, opt_state, params)
             return eqx.apply_updates(model, updates), opt_state, loss
 
+        losses = []
         for _ in range(steps):
             model, opt_state, loss = step(model, opt_state, x, y)
-        results.append((float(loss), jax.tree.leaves(eqx.filter(model, eqx.is_array))))
-    return results, step
+            losses.append(float(loss))
+        results.append((losses[-1], jax.tree.leaves(eqx.filter(model, eqx.is_array))))
+        made.append(step)
+    return results, made[-1]
 
 
 @pytest.mark.counts_traces
