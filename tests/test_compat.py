@@ -25,7 +25,7 @@ from eqxstable._compat import (
 from eqxstable._jit._cache import node_data
 from eqxstable._static import Static
 
-from .helpers import count_traces
+from .helpers import count_traces, enable_x64
 
 
 def body(x, n):
@@ -196,3 +196,41 @@ def test_an_equations_context_keeps_its_settings_in_slots():
     assert {"compute_type", "threefry_partitionable", "xla_metadata"} <= slots
     again = jax.make_jaxpr(lambda x: x + 1.0)(1.0)
     assert es.stable_key(again) == es.stable_key(jax.make_jaxpr(lambda x: x + 1.0)(1.0))
+
+
+def test_the_program_fingerprint_reads_jaxs_trace_context():
+    # The tripwire for reuse by fingerprint (`eqxstable/_jit/_fingerprint.py`): where JAX moves
+    # `trace_context` or `trace_state_clean`, every miss compiles again (no wrong answer).
+    from eqxstable._jit import _fingerprint
+
+    assert _fingerprint.AVAILABLE
+    assert _fingerprint.top_level()
+    with enable_x64(True):
+        with_x64 = _fingerprint.context()
+    assert with_x64 != _fingerprint.context() and hash(with_x64) is not None
+
+
+def test_the_fingerprint_leaves_out_the_rules_of_custom_derivatives():
+    # `jax.nn.relu` is a `custom_jvp`, whose rule JAX wraps afresh on every trace: if JAX
+    # renames the parameters `TRACE_ONLY` names, two equal traces get different fingerprints
+    # (every miss compiles again) and this notices.
+    from eqxstable._jit._fingerprint import key_of, TRACE_ONLY
+    from eqxstable._keys._jaxpr import jaxpr_key
+
+    @jax.custom_vjp
+    def clip(x):
+        return x
+
+    clip.defvjp(lambda x: (x, None), lambda _, g: (g,))
+
+    def make():
+        return lambda x: clip(jax.nn.relu(x))
+
+    keys = [jaxpr_key(jax.make_jaxpr(make())(jnp.ones(2)), key_of, TRACE_ONLY) for _ in range(2)]
+    assert keys[0] is not None and keys[0] == keys[1]
+    primitives = {e.primitive.name for e in jax.make_jaxpr(make())(jnp.ones(2)).jaxpr.eqns}
+    assert primitives <= {name for name, _ in TRACE_ONLY}
+    # Without leaving them out, the keys differ: the test above is not vacuous.
+    assert jaxpr_key(jax.make_jaxpr(make())(jnp.ones(2)), key_of) != jaxpr_key(
+        jax.make_jaxpr(make())(jnp.ones(2)), key_of
+    )
