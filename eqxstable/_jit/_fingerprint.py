@@ -84,11 +84,34 @@ def _jax_own(t: type) -> bool:
     return module == "jax" or module.startswith(("jax.", "jaxlib"))
 
 
+# JAX's own types whose instances are no functions and hash (abstract values, shardings,
+# meshes, effects, primitives): their `==` is what JAX's caches rely on. Decided once a type.
+_JAX_VALUE_TYPES: dict[type, bool] = {}
+
+
+def _jax_value_type(t: type, x: Any) -> bool:
+    known = _JAX_VALUE_TYPES.get(t)
+    if known is None:
+        known = _JAX_VALUE_TYPES[t] = (
+            _jax_own(t)
+            and not callable(x)
+            and not isinstance(x, jax.Array)
+            and getattr(t, "__hash__", None) is not None
+        )
+    return known
+
+
 def key_of(x: Any) -> Hashable:
     """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
     computation, never merely similar values."""
     t = type(x)
     if t in _VALUES:
+        return (t, x)
+    if _jax_value_type(t, x):
+        try:
+            hash(x)
+        except TypeError:
+            return _Same(x)
         return (t, x)
     if t is float:
         return (t, struct.pack("<d", x))
@@ -110,12 +133,6 @@ def key_of(x: Any) -> Hashable:
         return (_Same(t), tuple(map(key_of, x)))
     if isinstance(x, (np.ndarray, np.generic)) and not x.dtype.hasobject:
         return ("array", _Same(t), x.dtype.str, x.dtype.name, x.shape, x.tobytes())
-    if _jax_own(t) and not callable(x) and not isinstance(x, jax.Array):
-        try:
-            hash(x)
-        except TypeError:
-            return _Same(x)
-        return (_Same(t), x)
     return _Same(x)
 
 
@@ -174,7 +191,7 @@ def fingerprint(
     if not AVAILABLE:
         return None
     try:
-        jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY)
+        jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY, {})
         if jaxpr is None:
             return None
         inputs = tuple(map(_input, (*donated, *kept, *dyn)))

@@ -46,7 +46,10 @@ class _Unkeyable(Exception):
 
 
 def jaxpr_key(
-    obj: Any, key_of: Callable[[Any], Hashable], ignore: frozenset = frozenset()
+    obj: Any,
+    key_of: Callable[[Any], Hashable],
+    ignore: frozenset = frozenset(),
+    memo: dict | None = None,
 ) -> Hashable | None:
     """The value key of a `Jaxpr` or `ClosedJaxpr`, or `None` for anything else (or a jaxpr
     that cannot be keyed by value).
@@ -58,6 +61,9 @@ def jaxpr_key(
         abstract values), e.g. `eqxstable.stable_key` or the keys layer's own recursion.
     - `ignore`: `(primitive name, parameter name)` pairs left out of the key (the jit layer
         leaves out what only transformations read, as a `custom_jvp`'s rule).
+    - `memo`: a dict in which the keys of sub-jaxprs met are kept by identity, so that a
+        sub-jaxpr met many times (JAX caches the jaxpr of a function traced again with the same
+        types: 50 layers calling `jax.nn.relu`) is keyed once. It holds the jaxprs it keys.
 
     **Returns:**
 
@@ -67,19 +73,30 @@ def jaxpr_key(
     if not isinstance(obj, (_JAXPR, _CLOSED)):
         return None
     try:
-        return _key(obj, key_of, ignore)
+        return _key(obj, key_of, (ignore, {} if memo is None else memo))
     except _Unkeyable:
         return None
 
 
-def _key(obj: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
+def _key(obj: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
+    memo = options[1]
+    known = memo.get(id(obj))
+    if known is not None and known[0] is obj:
+        return known[1]
+    key = _uncached_key(obj, key_of, options)
+    memo[id(obj)] = (obj, key)
+    return key
+
+
+def _uncached_key(obj: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
     if isinstance(obj, _CLOSED):
         consts = tuple(_value(c, key_of) for c in obj.consts)
-        return ("ClosedJaxpr", _jaxpr(obj.jaxpr, key_of, ignore), consts)
-    return _jaxpr(obj, key_of, ignore)
+        return ("ClosedJaxpr", _jaxpr(obj.jaxpr, key_of, options), consts)
+    return _jaxpr(obj, key_of, options)
 
 
-def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
+def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
+    ignore, memo = options
     positions: dict[int, int] = {}
 
     def bind(var: Any) -> Hashable:
@@ -103,13 +120,19 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> 
         ins = tuple(map(use, eqn.invars))
         primitive = getattr(eqn.primitive, "name", None)
         params = tuple(
-            (name, _param(value, key_of, ignore))
+            (name, _param(value, key_of, options))
             for name, value in sorted(eqn.params.items())
             if not ignore or (primitive, name) not in ignore
         )
         effects = key_of(frozenset(eqn.effects))
         outs = tuple(map(bind, eqn.outvars))
-        context = _context(eqn.ctx, key_of)
+        ctx = eqn.ctx
+        known = memo.get(id(ctx))
+        if known is not None and known[0] is ctx:
+            context = known[1]
+        else:
+            context = _context(ctx, key_of)
+            memo[id(ctx)] = (ctx, context)
         eqns.append((key_of(eqn.primitive), ins, params, effects, context, outs))
     outvars = tuple(map(use, jaxpr.outvars))
     return (
@@ -159,13 +182,13 @@ def _var_type(var: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     return (key_of(var.aval), extra)
 
 
-def _param(value: Any, key_of: Callable[[Any], Hashable], ignore: frozenset) -> Hashable:
+def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
     # Sub-jaxprs (of `pjit`, `cond`, `scan`, `custom_jvp_call`...) are keyed here, whether or not
     # `key_of` knows about jaxprs; they sit directly in a parameter or in a tuple of them.
     if isinstance(value, (_JAXPR, _CLOSED)):
-        return ("sub", _key(value, key_of, ignore))
+        return ("sub", _key(value, key_of, options))
     if type(value) is tuple and any(isinstance(v, (_JAXPR, _CLOSED)) for v in value):
-        return ("subs", tuple(_param(v, key_of, ignore) for v in value))
+        return ("subs", tuple(_param(v, key_of, options) for v in value))
     return key_of(value)
 
 
