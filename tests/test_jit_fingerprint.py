@@ -230,3 +230,13 @@ def test_verify_mode_accepts_a_reused_program():
         assert float(w(jnp.asarray(1.0))) == 3.0
         assert float(w(jnp.asarray(2.0))) == 6.0
     assert wrappers[1].cache_info().compiles == 0
+
+
+def test_cache_clear_drops_the_programs_a_later_miss_would_reuse(compiles):
+    first = es.filter_jit(_closure({"a": 2.0}))
+    assert float(first(jnp.asarray(1.0))) == 3.0
+    first.cache_clear()
+    second = es.filter_jit(_closure({"a": 2.0}))
+    assert float(second(jnp.asarray(1.0))) == 3.0
+    assert second.cache_info().compiles == 1
+    assert compiles.count("f") == 2

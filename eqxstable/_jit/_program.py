@@ -132,6 +132,7 @@ class Program:
         self.waits = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
+        _reuse.forget(self)
 
     def _make_jitted(self):
         def body(donated: list, kept: list, fun_dynamic: list, token: Token):

@@ -118,6 +118,13 @@ def clear() -> None:
     _by_fingerprint.clear()
 
 
+def forget(program: Any) -> None:
+    """After `program.cache_clear()`: no later miss finds the programs it compiled."""
+    for fp, token in list(_by_fingerprint.items()):
+        if token.program is program:
+            _by_fingerprint.pop(fp, None)
+
+
 def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, dyn: Any) -> Any:
     """The first call of a new entry: trace, fingerprint, and run the program compiled for an
     equal trace if there is one; else compile."""
