@@ -24,7 +24,8 @@ MissKind = Literal[
 
 
 class Miss(NamedTuple):
-    """Why one call of a stable [`eqxstable.filter_jit`][] compiled a new program.
+    """Why one call of a stable [`eqxstable.filter_jit`][] traced again (and compiled, unless
+    the trace produced a program already compiled: `compiled`).
 
     - `kind`: one of `"first"`, `"structure"`, `"static"`, `"identity"`, `"shape"`, `"dtype"`,
         `"weak_type"`, `"sharding"`, `"mutated"`.
@@ -50,7 +51,7 @@ class CacheInfo(NamedTuple):
     `functools.lru_cache`'s `cache_info()`.
 
     - `hits`: calls served by an already compiled program.
-    - `misses`: calls that traced and compiled (`hits + misses` is the number of calls; a call
+    - `misses`: calls that traced (`hits + misses` is the number of calls; a call
         refused by a guard, or whose function raised while tracing, is not counted).
     - `maxsize`: always `None` (unbounded, as JAX's own cache).
     - `currsize`: the number of compiled programs this wrapper's cache holds.
