@@ -9,6 +9,8 @@ from typing import Any, Literal, NamedTuple
 
 import jax.monitoring
 
+from ._lru import sizes
+
 
 MissKind = Literal[
     "first",
@@ -45,15 +47,17 @@ class CacheInfo(NamedTuple):
     - `hits`: calls served by an already compiled program.
     - `misses`: calls that traced and compiled (`hits + misses` is the number of calls; a call
         refused by a guard, or whose function raised while tracing, is not counted).
-    - `maxsize`: always `None` (unbounded, as JAX's own cache).
-    - `currsize`: the number of compiled programs this wrapper's cache holds.
+    - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
+        `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
+        them from its own caches, and traced again if needed; the counts stay exact.
+    - `currsize`: the number of compiled programs this wrapper's cache holds now.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
     """
 
     hits: int
     misses: int
-    maxsize: int | None
+    maxsize: int
     currsize: int
     compile_seconds: float
     trace_seconds: float
@@ -62,16 +66,25 @@ class CacheInfo(NamedTuple):
 class Stats:
     """The per-wrapper counters. They live on the wrapper and die with it."""
 
-    __slots__ = ("calls", "misses", "compile_seconds", "trace_seconds", "__weakref__")
+    __slots__ = ("calls", "missed", "misses", "compile_seconds", "trace_seconds", "__weakref__")
 
     def __init__(self):
         self.calls = 0
+        # The number of misses; `misses` keeps the latest `sizes.entries` of them.
+        self.missed = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
 
+    def record(self, miss: Miss) -> None:
+        self.missed += 1
+        self.misses.append(miss)
+        if len(self.misses) > sizes.entries:
+            del self.misses[: len(self.misses) - sizes.entries]
+
     def clear(self) -> None:
         self.calls = 0
+        self.missed = 0
         self.misses = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0

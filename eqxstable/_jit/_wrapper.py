@@ -19,6 +19,7 @@ from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
 from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
+from ._lru import sizes
 from ._program import alias_program, get_program, Program
 from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
@@ -394,12 +395,12 @@ class _JitWrapper(Generic[_P, _T]):
         """The wrapper's counters, in the shape of `functools.lru_cache`'s:
         `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds)`."""
         stats = self._stats
-        misses = len(stats.misses)
+        misses = stats.missed
         return CacheInfo(
             hits=stats.calls - misses,
             misses=misses,
-            maxsize=None,
-            currsize=self._state.program.compiled,
+            maxsize=sizes.entries,
+            currsize=self._state.program.cache.currsize,
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
         )
@@ -411,7 +412,8 @@ class _JitWrapper(Generic[_P, _T]):
 
     @property
     def misses(self) -> tuple[Miss, ...]:
-        """One [`eqxstable.Miss`][] per miss, in order."""
+        """One [`eqxstable.Miss`][] per miss, in order (the latest 4096 of them; see
+        `eqxstable/_jit/_lru.py`)."""
         return tuple(self._stats.misses)
 
     def explain(self) -> str:
@@ -423,7 +425,8 @@ class _JitWrapper(Generic[_P, _T]):
             _count(info.misses, "miss", "misses"),
         ]
         lines = [f"`{self.name}`: {', '.join(counts)}."]
-        for i, miss in enumerate(self._stats.misses, 1):
+        first = self._stats.missed - len(self._stats.misses) + 1
+        for i, miss in enumerate(self._stats.misses, first):
             where = f" at `{miss.path}`" if miss.path else ""
             lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
         return "\n".join(lines)
