@@ -12,6 +12,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.tree_util as jtu
+from jax.core import Tracer
 
 from .._caches import cache_clears
 from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
@@ -20,6 +21,7 @@ from ._cache import Cache, Entry
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
+from ._lru import LRU, sizes
 from ._signature import _array_leaf, diff, Signature, signature
 
 
@@ -43,6 +45,17 @@ class Mixed:
         self.dyn_pos = dyn_pos
 
 
+def _abstract(call: Call) -> bool:
+    """Whether `call` runs under a transformation: some argument (or array of the function) is a
+    tracer. Asked only on a miss, never on the hit path."""
+    leaves = jtu.tree_leaves((call.args, call.kwargs, call.wrapper._dynamic))
+    return any(isinstance(x, Tracer) for x in leaves)
+
+
+def _eager() -> bool:
+    return bool(jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def _rebuild(spec: tuple, dynamic: Any) -> Any:
     treedef, template, dyn_pos = spec
     leaves = list(template)
@@ -51,9 +64,7 @@ def _rebuild(spec: tuple, dynamic: Any) -> Any:
     return treedef.unflatten(leaves)
 
 
-jtu.register_pytree_node(
-    Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild
-)
+jtu.register_pytree_node(Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild)
 
 
 def _split_output(out: Any) -> Any:
@@ -104,16 +115,19 @@ class Program:
         self.donate = donate
         self.jitkwargs = jitkwargs
         self.key = key
-        self.cache = Cache(donate)
+        self.cache = Cache(donate, self._evicted)
         self.bind = Binder(fun)
-        # The signature of every call that compiled, oldest first: what a new miss is compared to.
+        # The signature of every call that compiled, oldest first: what a new miss is compared to
+        # (the latest `sizes.entries` of them).
         self.history: list[Signature] = []
-        # The number of programs compiled since the last clear (`CacheInfo.currsize`).
-        self.compiled = 0
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
         self.template = parts.template
         # The entries whose compiled programs can raise while they run: their calls wait.
         self.waits: set[Entry] = set()
+        # The entries traced (and counted) only under a transformation so far (`jax.grad`,
+        # `jax.vmap`, an outer `jax.jit`): their first call at the top level compiles the jaxpr
+        # JAX kept from that trace without tracing again, which is no new miss.
+        self.traced_abstract: set[Entry] = set()
         self.jitted = self._make_jitted()
         _all_programs.add(self)
 
@@ -123,17 +137,31 @@ class Program:
 
     split_output = staticmethod(_split_output)
 
+    def _evicted(self, entry: Entry) -> None:
+        self.waits.discard(entry)
+        self.traced_abstract.discard(entry)
+
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
-        self.compiled = 0
         self.waits = set()
+        self.traced_abstract = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
 
     def _make_jitted(self):
         def body(donated: list, kept: list, fun_dynamic: list, entry: Entry):
             call = current.call
+            if _eager():
+                # Under `jax.disable_jit()` JAX runs this on every call without tracing: no miss,
+                # no guard, and the output is the function's own. What JAX compiles meanwhile
+                # (each operation of the function, run eagerly) is none of this call's programs:
+                # the `jax.monitoring` listener ignores it, as while lowering.
+                if call is not None:
+                    call.lowering = True
+                template = call.wrapper._fun_template if call is not None else self.template
+                args, kwargs = entry.rebuild(donated, kept)
+                return self.rebuild_fun(template, fun_dynamic)(*args, **kwargs)
             record = (
                 call is not None and call.program is self and not call.lowering and not call.traced
             )
@@ -151,7 +179,15 @@ class Program:
             template = call.wrapper._fun_template if call is not None else self.template
             fun = self.rebuild_fun(template, fun_dynamic)
             args, kwargs = entry.rebuild(donated, kept)
-            out = fun(*args, **kwargs)
+            try:
+                out = fun(*args, **kwargs)
+            except BaseException:
+                if explained is not None:
+                    assert call is not None
+                    # A trace that raised still traced: it counts, as for `max_traces` and
+                    # `eqx.debug.assert_max_traces`, but it made no program to compare with.
+                    self._count(call, explained[0])
+                raise
             if explained is not None:
                 assert call is not None
                 self._commit(call, entry, *explained)
@@ -209,7 +245,7 @@ class Program:
         check(
             self.name,
             miss,
-            len(call.stats.misses),
+            call.stats.missed,
             wrapper.max_traces,
             wrapper.on_recompile,
         )
@@ -217,19 +253,37 @@ class Program:
     def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature | None) -> None:
         if sig is not None:
             self.history.append(sig)
-        self.compiled += 1
-        call.stats.misses.append(miss)
-        call.committed = True
-        for listener in miss_listeners:
-            listener(call.wrapper, miss)
+            if len(self.history) > sizes.entries:
+                del self.history[: len(self.history) - sizes.entries]
+        self.cache.compiled(entry)
+        if _abstract(call):
+            self.traced_abstract.add(entry)
+        else:
+            self.traced_abstract.discard(entry)
+        self._count(call, miss)
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
         self.cache.rekey(entry)
 
+    def _count(self, call: Call, miss: Miss) -> None:
+        call.stats.record(miss)
+        call.committed = True
+        for listener in miss_listeners:
+            listener(call.wrapper, miss)
+
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
-        its first call): explained, guarded and recorded here, before XLA compiles."""
+        its first call): explained, guarded and recorded here, before XLA compiles.
+
+        What JAX compiles while a call runs under a transformation is JAX's own derived program
+        (a JVP, a transpose, a batched jaxpr), none of this cache's: not a miss. Nor is the
+        first top-level compile of what a transformed call traced (and counted)."""
+        if _abstract(call):
+            return
+        if call.entry in self.traced_abstract:
+            self.traced_abstract.discard(call.entry)
+            return
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)
         self._commit(call, call.entry, miss, sig)
@@ -237,11 +291,14 @@ class Program:
 
 _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 # Programs by the key of what they are compiled for (`static_key`: the function without its
-# arrays, and the options), shared by every wrapper of an equivalent function until
-# `es.clear_caches()`, as `equinox.filter_jit` shares its compiled programs; the key covers
-# everything the function's trace can read. Also by the key a function has after a trace that
-# changed it (see `alias_program`).
-_shared: dict[Any, Program] = {}
+# arrays, and the options), shared by every wrapper of an equivalent function, as
+# `equinox.filter_jit` shares its compiled programs; the key covers everything the function's
+# trace can read. Also by the key a function has after a trace that changed it (see
+# `alias_program`). The least recently made or found are dropped beyond `sizes.programs`, and
+# `jax.clear_caches()` or `es.clear_caches()` drops them all: a program then lives only as long as
+# a wrapper that calls it, and goes, with everything its key holds (a closure's captured array),
+# when the last one does.
+_shared: LRU[Any, Program] = LRU(lambda: sizes.programs)
 
 
 def _options(jitkwargs: dict[str, Any]) -> tuple:
@@ -254,7 +311,8 @@ def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any
     key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
-        program = _shared[key] = Program(fun, parts, donate, jitkwargs, key)
+        program = Program(fun, parts, donate, jitkwargs, key)
+        _shared.set(key, program)
     return program
 
 
@@ -278,3 +336,28 @@ def _clear_all() -> None:
 
 
 cache_clears.append(_clear_all)
+
+
+class _JaxClear:
+    """Registered with JAX's cache management, so that `jax.clear_caches()` (which drops every
+    compiled program of JAX's) also drops the programs kept for reuse by key: those of dropped
+    wrappers then go with everything their keys hold. The wrappers still alive keep theirs (JAX
+    compiles them again at their next call; that miss is counted)."""
+
+    def cache_clear(self) -> None:
+        _shared.clear()
+
+    def cache_info(self) -> Any:
+        return (len(_shared), sizes.programs)
+
+    def cache_keys(self) -> list:
+        return list(_shared)
+
+
+_jax_clear = _JaxClear()
+try:
+    from jax._src.util import register_cache
+
+    register_cache(_jax_clear, "eqxstable: programs kept for reuse by key")
+except Exception:  # A JAX without it: `es.clear_caches()` still drops them.
+    pass
