@@ -30,7 +30,7 @@ def _fresh_caches():
 def small_sizes():
     saved = dataclasses.replace(sizes)
     yield sizes
-    sizes.programs, sizes.entries = saved.programs, saved.entries
+    sizes.programs, sizes.entries, sizes.released = saved.programs, saved.entries, saved.released
 
 
 def _closure_over(array: np.ndarray):
@@ -51,6 +51,36 @@ def test_dropped_wrapper_releases_what_its_key_holds():
     jax.clear_caches()
     gc.collect()
     assert [r() for r in refs] == [None] * 5
+
+
+def test_only_the_latest_released_programs_are_kept(small_sizes):
+    small_sizes.released = 4
+    refs = []
+    for i in range(30):
+        captured = np.full(1000, float(i))
+        refs.append(weakref.ref(captured))
+        es.filter_jit(_closure_over(captured))(jnp.zeros(()))
+        del captured
+        gc.collect()
+    alive = [i for i, r in enumerate(refs) if r() is not None]
+    # Without `jax.clear_caches()`: the latest few stay, for an inline `es.filter_jit(f)(x)`.
+    assert len(alive) <= 6 and alive[-1] == 29
+
+
+@pytest.mark.counts_traces
+def test_an_inline_wrapper_still_finds_its_program(small_sizes):
+    small_sizes.released = 1
+    traces = 0
+
+    def f(x):
+        nonlocal traces
+        traces += 1
+        return x + 1
+
+    for _ in range(5):
+        es.filter_jit(f)(jnp.ones(2))
+        gc.collect()
+    assert traces == 1
 
 
 def test_es_clear_caches_releases_dropped_programs():

@@ -9,11 +9,16 @@ before `eqxstable` is imported, with environment variables, or at any time by as
 
 - `EQXSTABLE_MAX_PROGRAMS` (`sizes.programs`, default 8192): the programs kept for reuse by
   key across wrappers (a program a live wrapper calls is never dropped with them).
+- `EQXSTABLE_MAX_RELEASED` (`sizes.released`, default 64): of those, the programs that no live
+  wrapper calls any more, kept so that `es.filter_jit(f)(x)` written inline finds its program
+  again; beyond it the least recently released go, with everything their keys hold (a dropped
+  closure's captured array) and their compiled programs.
 - `EQXSTABLE_MAX_ENTRIES` (`sizes.entries`, default 4096): per wrapper, the compiled programs
   held (`cache_info().maxsize`), the signatures its misses are explained against, and the misses
   kept for `.misses`.
 
-Eviction never changes a count (`hits` and `misses` are counters of their own) and never serves a stale program: an evicted entry is traced again when it is next needed.
+Eviction never changes a count (`hits` and `misses` are counters of their own) and never serves
+a stale program: an evicted entry is traced again when it is next needed.
 """
 
 import dataclasses
@@ -47,13 +52,14 @@ class Sizes:
 
     programs: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_PROGRAMS", 8192))
     entries: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_ENTRIES", 4096))
+    released: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_RELEASED", 64))
 
 
 sizes = Sizes()
 
 
 class LRU(Generic[_K, _V]):
-    """A dict of at most `bound()` items (or of total `weight` at most `bound()`), the least
+    """A dict (of values that are never `None`) of at most `bound()` items (or of total `weight` at most `bound()`), the least
     recently used dropped first; `on_evict(key, value)` runs for each dropped item.
 
     `get` counts as a use; `peek` does not. Only the caller decides when a lookup is a use, so

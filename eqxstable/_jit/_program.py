@@ -129,6 +129,8 @@ class Program:
         # JAX kept from that trace without tracing again, which is no new miss.
         self.traced_abstract: set[Entry] = set()
         self.jitted = self._make_jitted()
+        # The live wrappers (their shared states) that call this program (see `unuse`).
+        self.users = 0
         _all_programs.add(self)
 
     def rebuild_fun(self, template: tuple, fun_dynamic: Any) -> Any:
@@ -301,6 +303,48 @@ _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 _shared: LRU[Any, Program] = LRU(lambda: sizes.programs)
 
 
+def _forget(program: Program, _: Any = None) -> None:
+    for key, found in _shared.items():
+        if found is program:
+            _shared.pop(key)
+
+
+# The programs that no live wrapper calls, most recently released last: kept a while, so that
+# `es.filter_jit(f)(x)` written inline (a new wrapper per call) finds its program again, but only
+# the latest `sizes.released` of them, so that a sweep of dropped wrappers holds nothing more.
+_released: LRU[Program, bool] = LRU(lambda: sizes.released, _forget)
+
+
+def use(program: Program) -> None:
+    """A wrapper (its shared state) calls `program` from now on."""
+    program.users += 1
+    _released.pop(program)
+
+
+# Programs whose last wrapper may have gone: looked at by the next `get_program`, not at once,
+# since a wrapper goes whenever the garbage collector runs (in the middle of any of these).
+# Weakly: a program dropped from the registry meanwhile goes at once.
+_maybe_released: "list[weakref.ref[Program]]" = []
+
+
+def unuse(program: Program) -> None:
+    """A wrapper that called `program` is gone, or calls another one now."""
+    program.users -= 1
+    if program.users <= 0:
+        _maybe_released.append(weakref.ref(program))
+
+
+def _release() -> None:
+    while _maybe_released:
+        program = _maybe_released.pop()()
+        if (
+            program is not None
+            and program.users <= 0
+            and any(found is program for found in _shared.values())
+        ):
+            _released.set(program, True)
+
+
 def _options(jitkwargs: dict[str, Any]) -> tuple:
     return tuple(sorted(jitkwargs.items()))
 
@@ -308,6 +352,7 @@ def _options(jitkwargs: dict[str, Any]) -> tuple:
 def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any]) -> Program:
     """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
     an equivalent function."""
+    _release()
     key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
@@ -331,6 +376,7 @@ def _clear_all() -> None:
     for program in list(_all_programs):
         program.clear()
     _shared.clear()
+    _released.clear()
     for wrapper in list(live_wrappers):
         wrapper._stats.clear()
 
@@ -346,6 +392,7 @@ class _JaxClear:
 
     def cache_clear(self) -> None:
         _shared.clear()
+        _released.clear()
 
     def cache_info(self) -> Any:
         return (len(_shared), sizes.programs)

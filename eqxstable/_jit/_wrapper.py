@@ -20,7 +20,7 @@ from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._lru import sizes
-from ._program import alias_program, get_program, Program
+from ._program import alias_program, get_program, Program, unuse, use
 from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
 
@@ -69,10 +69,20 @@ class _State:
 
     def use(self, program: Program, rebound: str | None) -> None:
         """Calls `program` from now on, with the function as it is now."""
+        old = getattr(self, "program", None)
+        if old is not program:
+            use(program)
+            if old is not None:
+                unuse(old)
         self.program = program
         # What changed in the function, for the next miss: it is of kind "mutated".
         self.rebound = rebound
         self.resnapshot()
+
+    def __del__(self) -> None:
+        program = getattr(self, "program", None)
+        if program is not None:
+            unuse(program)
 
     def resnapshot(self) -> None:
         self.fun_key, self.fun_watch = compute(self.fun)
