@@ -59,8 +59,9 @@ sizes = Sizes()
 
 
 class LRU(Generic[_K, _V]):
-    """A dict (of values that are never `None`) of at most `bound()` items (or of total `weight` at most `bound()`), the least
-    recently used dropped first; `on_evict(key, value)` runs for each dropped item.
+    """A dict (of values that are never `None`) of at most `bound()` items (or of total
+    `weight` at most `bound()`), the least recently used dropped first; `on_evict(key, value)`
+    runs for each dropped item.
 
     `get` counts as a use; `peek` does not. Only the caller decides when a lookup is a use, so
     the hit path, which never comes here, stays as cheap as it was."""
