@@ -45,8 +45,9 @@ class CacheInfo(NamedTuple):
     `functools.lru_cache`'s `cache_info()`.
 
     - `hits`: calls served by an already compiled program.
-    - `misses`: calls that traced and compiled (`hits + misses` is the number of calls; a call
-        refused by a guard, or whose function raised while tracing, is not counted).
+    - `misses`: calls that traced (`hits + misses` is the number of calls). A trace that raised
+        counts, as `eqx.debug.assert_max_traces` counts it; a call refused by a guard does not
+        (nothing was traced); under `jax.disable_jit()` a call is a hit (nothing is traced).
     - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
         `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
         them from its own caches, and traced again if needed; the counts stay exact.
