@@ -28,6 +28,7 @@ MSG_DYNAMIC_AND_STATIC = (
     "flag), not both."
 )
 
+
 class _DynamicField(dataclasses.Field):
     """The `dataclasses.Field` of a dynamic field: it notes its class when Python creates it, so
     that the read-back descriptor can be installed once the dataclass is complete."""
@@ -36,6 +37,10 @@ class _DynamicField(dataclasses.Field):
 
     def __set_name__(self, owner: type, name: str) -> None:
         super().__set_name__(owner, name)
+        converter = self.metadata.get("converter")
+        if isinstance(converter, _ToHyper) and converter.name == "?":
+            # The stored numbers name their field in the errors they raise.
+            converter.name = f"{owner.__qualname__}.{name}"
         with _lock:
             _pending.append((weakref.ref(owner), name))
 
@@ -70,10 +75,11 @@ class _ToHyper:
     """The converter of a dynamic field: the user's converter first, then a Python number is
     stored as a [`Hyper`][eqxstable._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
 
-    __slots__ = ("converter", "__signature__")
+    __slots__ = ("converter", "name", "__signature__")
 
     def __init__(self, converter: Callable[[Any], Any] | None):
         self.converter = converter
+        self.name = "?"
         # Equinox reads the converter's signature to annotate the dataclass `__init__`.
         self.__signature__ = _signature(converter)
 
@@ -81,7 +87,7 @@ class _ToHyper:
         install_pending()
         if self.converter is not None:
             value = self.converter(value)
-        return encode(value)
+        return encode(value, self.name)
 
 
 def _signature(converter: Callable[[Any], Any] | None) -> inspect.Signature:

@@ -60,10 +60,10 @@ class TraceWatch:
     inside the test is still there to be explained)."""
 
     def __init__(self):
-        from ._jit._accounting import live_wrappers
-
-        self._baseline = {id(w): (w, len(w.misses)) for w in live_wrappers}
         self._traced: dict[int, Any] = {}
+        # Traces counted as they happen, by the counters they share (a wrapper and its pytree
+        # copies count together): exact even when `cache_clear()` resets a wrapper's counters.
+        self._counts: dict[int, int] = {}
         self._listening = False
 
     def start(self) -> "TraceWatch":
@@ -83,6 +83,8 @@ class TraceWatch:
     def _on_miss(self, wrapper: Any, miss: Any) -> None:
         del miss
         self._traced.setdefault(id(wrapper), wrapper)
+        key = id(wrapper._stats)
+        self._counts[key] = self._counts.get(key, 0) + 1
 
     def wrappers(self) -> list[Any]:
         """Every stable wrapper alive now or traced during the test."""
@@ -94,10 +96,7 @@ class TraceWatch:
 
     def count(self, wrapper: Any) -> int:
         """How often `wrapper` (an `es.filter_jit` function) traced since the watch started."""
-        now = len(wrapper.misses)
-        before = self._baseline.get(id(wrapper), (None, 0))[1]
-        # `cache_clear()` during the test resets the counters; count from there.
-        return now - before if now >= before else now
+        return self._counts.get(id(wrapper._stats), 0)
 
     def over(self, limit: int) -> list[Any]:
         """The wrappers that traced more than `limit` times, most traces first."""
@@ -108,8 +107,11 @@ class TraceWatch:
         """As `wrapper.explain()`, for the misses made during the test only."""
         count = self.count(wrapper)
         lines = [f"`{wrapper.name}` traced {count} time(s) during this test:"]
-        misses = wrapper.misses[len(wrapper.misses) - count :]
-        for i, miss in enumerate(misses, len(wrapper.misses) - count + 1):
+        # The latest misses (a `cache_clear()` during the test may have dropped earlier ones).
+        kept = wrapper.misses
+        misses = kept[max(0, len(kept) - count) :]
+        # Numbered as `wrapper.explain()` numbers them.
+        for i, miss in enumerate(misses, wrapper._stats.missed - len(misses) + 1):
             where = f" at `{miss.path}`" if miss.path else ""
             lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
         return "\n".join(lines)

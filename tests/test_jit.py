@@ -40,7 +40,7 @@ def test_num_traces_agrees_with_counter_and_compile_log():
     assert counter.count == 3
     assert log.count("f") == 3
     info = jitted.cache_info()
-    assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 3, None, 3)
+    assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 3, 4096, 3)
 
 
 @pytest.mark.counts_traces

@@ -80,16 +80,28 @@ def test_no_recompiles_allows_first_traces_only():
     assert counter.count == 2
 
 
-def test_error_inside_the_function_is_not_counted():
+@pytest.mark.counts_traces
+def test_a_trace_that_raises_is_counted():
+    # As `eqx.debug.assert_max_traces` counts it: the function was traced, even if it raised.
+    traces = 0
+
     def fails(x, n):
+        nonlocal traces
+        traces += 1
         if n == 0:
             raise ZeroDivisionError("n is zero")
         return x / n
 
-    jitted = es.filter_jit(fails)
+    jitted = es.filter_jit(fails, max_traces=2)
     with pytest.raises(ZeroDivisionError, match="n is zero"):
         jitted(jnp.ones(2), 0)
-    assert jitted.cache_info()[:2] == (0, 0)
-    jitted(jnp.ones(2), 1)
     assert jitted.cache_info()[:2] == (0, 1)
     assert jitted.misses[0].kind == "first"
+    jitted(jnp.ones(2), 1)
+    assert jitted.cache_info()[:2] == (0, 2)
+    assert traces == 2
+    # The third trace is refused before the function runs.
+    with pytest.raises(es.RecompileError):
+        jitted(jnp.ones(2), 0)
+    assert traces == 2
+    assert jitted.cache_info()[:2] == (0, 2)

@@ -175,7 +175,7 @@ def test_cache_clear_and_clear_caches():
     jitted = es.filter_jit(counter)
     jitted(jnp.ones(3), 1)
     jitted.cache_clear()
-    assert jitted.cache_info()[:4] == (0, 0, None, 0)
+    assert jitted.cache_info()[:4] == (0, 0, 4096, 0)
     jitted(jnp.ones(3), 1)
     es.clear_caches()
     jitted(jnp.ones(3), 1)

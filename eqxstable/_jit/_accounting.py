@@ -9,6 +9,8 @@ from typing import Any, Literal, NamedTuple
 
 import jax.monitoring
 
+from ._lru import sizes
+
 
 MissKind = Literal[
     "first",
@@ -51,10 +53,13 @@ class CacheInfo(NamedTuple):
     `functools.lru_cache`'s `cache_info()`.
 
     - `hits`: calls served by an already compiled program.
-    - `misses`: calls that traced (`hits + misses` is the number of calls; a call
-        refused by a guard, or whose function raised while tracing, is not counted).
-    - `maxsize`: always `None` (unbounded, as JAX's own cache).
-    - `currsize`: the number of compiled programs this wrapper's cache holds.
+    - `misses`: calls that traced (`hits + misses` is the number of calls). A trace that raised
+        counts, as `eqx.debug.assert_max_traces` counts it; a call refused by a guard does not
+        (nothing was traced); under `jax.disable_jit()` a call is a hit (nothing is traced).
+    - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
+        `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
+        them from its own caches, and traced again if needed; the counts stay exact.
+    - `currsize`: the number of compiled programs this wrapper's cache holds now.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
     - `traces`: the number of misses (each traced the function, or lowered it again).
@@ -64,7 +69,7 @@ class CacheInfo(NamedTuple):
 
     hits: int
     misses: int
-    maxsize: int | None
+    maxsize: int
     currsize: int
     compile_seconds: float
     trace_seconds: float
@@ -75,16 +80,36 @@ class CacheInfo(NamedTuple):
 class Stats:
     """The per-wrapper counters. They live on the wrapper and die with it."""
 
-    __slots__ = ("calls", "misses", "compile_seconds", "trace_seconds", "__weakref__")
+    __slots__ = (
+        "calls",
+        "missed",
+        "reused",
+        "misses",
+        "compile_seconds",
+        "trace_seconds",
+        "__weakref__",
+    )
 
     def __init__(self):
         self.calls = 0
+        # The number of misses; `misses` keeps the latest `sizes.entries` of them.
+        self.missed = 0
+        # How many misses ran a program already compiled for an equal trace (`_reuse.py`).
+        self.reused = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
 
+    def record(self, miss: Miss) -> None:
+        self.missed += 1
+        self.misses.append(miss)
+        if len(self.misses) > sizes.entries:
+            del self.misses[: len(self.misses) - sizes.entries]
+
     def clear(self) -> None:
         self.calls = 0
+        self.missed = 0
+        self.reused = 0
         self.misses = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0

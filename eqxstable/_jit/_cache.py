@@ -22,6 +22,7 @@ import jax.tree_util as jtu
 from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
+from ._lru import LRU, sizes
 
 
 _is = operator.is_
@@ -95,6 +96,7 @@ class Entry:
         "drop_pos",
         "jaxprs",
         "token",
+        "compiled",
         "__weakref__",
     )
 
@@ -113,6 +115,8 @@ class Entry:
         self.token: Any = None
         # Verify mode: the jaxpr each program of this entry was compiled from, by argument types.
         self.jaxprs: dict | None = None
+        # How many programs JAX compiled for this entry (one per miss): its weight in the LRU.
+        self.compiled = 0
         self.adopt(leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
         n_first = _leaves_of_first_arg(treedef)
@@ -218,13 +222,47 @@ def _leaves_of_first_arg(treedef: Any) -> int:
 class Cache:
     """The entries of one jitted program."""
 
-    def __init__(self, donate: str):
+    def __init__(self, donate: str, on_evict: Any = None):
         self.donate = donate
-        self.entries: dict[Any, Entry] = {}
-        # The keys an entry's statics have after its trace changed them (see `rekey`), each with
-        # the very objects that were traced: `(entry, statics, node data)`.
-        self.aliases: dict[Any, tuple[Entry, tuple, tuple]] = {}
+        # Bounded by the number of compiled programs the entries stand for (`CacheInfo.maxsize`);
+        # the keys an entry is also found under after a trace changed its statics (`rekey`) are
+        # kept apart, so that an entry weighs once.
+        self.entries: LRU[Any, Entry] = LRU(_entries_bound, self._evicted, _weight)
+        # Each alias holds the very objects that were traced: `(entry, statics, node data)`.
+        self.aliases: LRU[Any, tuple[Entry, tuple, tuple]] = LRU(_entries_bound)
         self.recent: list[Entry] = []
+        self._on_evict = on_evict
+
+    def _evicted(self, key: Any, entry: Entry) -> None:
+        # An evicted entry is no longer served: its statics are found again by key (and traced
+        # again) if they come back. JAX drops its programs from its own LRU in time.
+        del key
+        self.recent = [e for e in self.recent if e is not entry]
+        for alias, (e, _, _) in self.aliases.items():
+            if e is entry:
+                self.aliases.pop(alias)
+        if self._on_evict is not None:
+            self._on_evict(entry)
+
+    @property
+    def currsize(self) -> int:
+        """The number of compiled programs the held entries stand for."""
+        return sum(e.compiled for e in self.entries.values())
+
+    def compiled(self, entry: Entry) -> None:
+        """After JAX compiled a program for `entry` (a miss)."""
+        old = _weight(entry)
+        entry.compiled += 1
+        if self.entries.peek(entry.key) is entry:
+            self.entries.reweigh(old, entry)
+
+    def reused(self, entry: Entry, reused: bool = True) -> None:
+        """After the trace of `entry`'s miss found a program already compiled (`_reuse.py`): it
+        stands for no program of its own (or, with `reused=False`, for one after all)."""
+        old = _weight(entry)
+        entry.compiled += -1 if reused else 1
+        if self.entries.peek(entry.key) is entry:
+            self.entries.reweigh(old, entry)
 
     def clear(self) -> None:
         self.entries.clear()
@@ -286,7 +324,8 @@ class Cache:
             # to an equal value): the entry holds the newest objects from now on.
             entry.adopt(leaves, data, watch)
             return entry, False
-        entry = self.entries[key] = Entry(key, treedef, leaves, mask, data, watch, self.donate)
+        entry = Entry(key, treedef, leaves, mask, data, watch, self.donate)
+        self.entries.set(key, entry)
         return entry, True
 
     def rekey(self, entry: Entry) -> None:
@@ -294,10 +333,10 @@ class Cache:
         list it appends to) is part of the program, not a later change, so the entry is also
         found under the keys its statics have now."""
         key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics))
-        if key != entry.key and key not in self.entries:
+        if key != entry.key and self.entries.peek(key) is None:
             # Only for these very objects: an equivalent object rebuilt over the same shared
             # state (a list the trace appends to) has this key too, but it never ran the trace.
-            self.aliases[key] = (entry, entry.statics, entry.data)
+            self.aliases.set(key, (entry, entry.statics, entry.data))
         entry.watch = watch
         entry.watched = bool(watch)
 
@@ -306,6 +345,14 @@ def _traced_these(alias: tuple, leaves: list, data: list) -> bool:
     """Whether a call's statics and node data are the very objects an aliased entry traced."""
     entry, statics, traced_data = alias
     return all(map(_is, entry.static_of(leaves), statics)) and _same_node_data(data, traced_data)
+
+
+def _entries_bound() -> int:
+    return sizes.entries
+
+
+def _weight(entry: Entry) -> int:
+    return max(1, entry.compiled)
 
 
 def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:

@@ -13,6 +13,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.tree_util as jtu
+from jax.core import Tracer
 
 from .._caches import cache_clears
 from . import _reuse
@@ -22,6 +23,7 @@ from ._cache import Cache, Entry, node_data, same_node_data
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
+from ._lru import LRU, sizes
 from ._reuse import Token, trace_sig
 from ._signature import _array_leaf, diff, Signature, signature
 
@@ -44,6 +46,17 @@ class Mixed:
         self.treedef = treedef
         self.template = template
         self.dyn_pos = dyn_pos
+
+
+def _abstract(call: Call) -> bool:
+    """Whether `call` runs under a transformation: some argument (or array of the function) is a
+    tracer. Asked only on a miss, never on the hit path."""
+    leaves = jtu.tree_leaves((call.args, call.kwargs, call.wrapper._dynamic))
+    return any(isinstance(x, Tracer) for x in leaves)
+
+
+def _eager() -> bool:
+    return bool(jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _rebuild(spec: tuple, dynamic: Any) -> Any:
@@ -106,17 +119,22 @@ class Program:
         self.jitkwargs = jitkwargs
         self.options = _options(jitkwargs)
         self.key = key
-        self.cache = Cache(donate)
+        self.cache = Cache(donate, self._evicted)
         self.bind = Binder(fun)
-        # The signature of every call that compiled, oldest first: what a new miss is compared to.
+        # The signature of every call that compiled, oldest first: what a new miss is compared to
+        # (the latest `sizes.entries` of them).
         self.history: list[Signature] = []
-        # The number of programs compiled since the last clear (`CacheInfo.currsize`).
-        self.compiled = 0
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
         self.template = parts.template
         # The entries whose compiled programs can raise while they run: their calls wait.
         self.waits: set[Entry] = set()
+        # The entries traced (and counted) only under a transformation so far (`jax.grad`,
+        # `jax.vmap`, an outer `jax.jit`): their first call at the top level compiles the jaxpr
+        # JAX kept from that trace without tracing again, which is no new miss.
+        self.traced_abstract: set[Entry] = set()
         self.jitted = self._make_jitted()
+        # The live wrappers (their shared states) that call this program (see `unuse`).
+        self.users = 0
         _all_programs.add(self)
 
     def rebuild_fun(self, template: tuple, fun_dynamic: Any) -> Any:
@@ -125,11 +143,15 @@ class Program:
 
     split_output = staticmethod(_split_output)
 
+    def _evicted(self, entry: Entry) -> None:
+        self.waits.discard(entry)
+        self.traced_abstract.discard(entry)
+
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
-        self.compiled = 0
         self.waits = set()
+        self.traced_abstract = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
         self.jitted = self._make_jitted()
         _reuse.forget(self)
@@ -137,6 +159,18 @@ class Program:
     def _make_jitted(self):
         def body(donated: list, kept: list, fun_dynamic: list, token: Token):
             call = current.call
+            if _eager():
+                # Under `jax.disable_jit()` JAX runs this on every call without tracing: no miss,
+                # no guard, and the output is the function's own. What JAX compiles meanwhile
+                # (each operation of the function, run eagerly) is none of this call's programs:
+                # the `jax.monitoring` listener ignores it, as while lowering.
+                entry = call.entry if call is not None else token.owner()
+                assert entry is not None
+                if call is not None:
+                    call.lowering = True
+                template = call.wrapper._fun_template if call is not None else self.template
+                args, kwargs = entry.rebuild(donated, kept)
+                return self.rebuild_fun(template, fun_dynamic)(*args, **kwargs)
             sig = trace_sig(donated, kept, fun_dynamic)
             # A token with guests stands for the one trace they matched (`_reuse.py`).
             token.check(self, call, sig)
@@ -160,7 +194,15 @@ class Program:
             template = call.wrapper._fun_template if call is not None else self.template
             fun = self.rebuild_fun(template, fun_dynamic)
             args, kwargs = entry.rebuild(donated, kept)
-            out = fun(*args, **kwargs)
+            try:
+                out = fun(*args, **kwargs)
+            except BaseException:
+                if explained is not None:
+                    assert call is not None
+                    # A trace that raised still traced: it counts, as for `max_traces` and
+                    # `eqx.debug.assert_max_traces`, but it made no program to compare with.
+                    self._count(call, explained[0])
+                raise
             token.traced(sig)
             if explained is not None:
                 assert call is not None
@@ -219,7 +261,7 @@ class Program:
         check(
             self.name,
             miss,
-            len(call.stats.misses),
+            call.stats.missed,
             wrapper.max_traces,
             wrapper.on_recompile,
         )
@@ -227,19 +269,37 @@ class Program:
     def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature | None) -> None:
         if sig is not None:
             self.history.append(sig)
-        self.compiled += 1
-        call.stats.misses.append(miss)
-        call.committed = True
-        if call.notify:
-            notify(call.wrapper, miss)
+            if len(self.history) > sizes.entries:
+                del self.history[: len(self.history) - sizes.entries]
+        self.cache.compiled(entry)
+        if _abstract(call):
+            self.traced_abstract.add(entry)
+        else:
+            self.traced_abstract.discard(entry)
+        self._count(call, miss)
         entry.mutated = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
         self.cache.rekey(entry)
 
+    def _count(self, call: Call, miss: Miss) -> None:
+        call.stats.record(miss)
+        call.committed = True
+        if call.notify:
+            notify(call.wrapper, miss)
+
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
-        its first call): explained, guarded and recorded here, before XLA compiles."""
+        its first call): explained, guarded and recorded here, before XLA compiles.
+
+        What JAX compiles while a call runs under a transformation is JAX's own derived program
+        (a JVP, a transpose, a batched jaxpr), none of this cache's: not a miss. Nor is the
+        first top-level compile of what a transformed call traced (and counted)."""
+        if _abstract(call):
+            return
+        if call.entry in self.traced_abstract:
+            self.traced_abstract.discard(call.entry)
+            return
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)
         self._commit(call, call.entry, miss, sig)
@@ -247,12 +307,62 @@ class Program:
 
 _all_programs: "weakref.WeakSet[Program]" = weakref.WeakSet()
 # Programs by the key of what they are compiled for (`static_key`: the function without its
-# arrays, and the options), shared by every wrapper of an equivalent function until
-# `es.clear_caches()`, as `equinox.filter_jit` shares its compiled programs; the key covers
-# everything the function's trace can read. Also by the key a function has after a trace that
-# changed it (see `alias_program`), for the very objects that traced it alone.
-_shared: dict[Any, Program] = {}
-_aliases: dict[Any, tuple[Program, tuple, tuple]] = {}
+# arrays, and the options), shared by every wrapper of an equivalent function, as
+# `equinox.filter_jit` shares its compiled programs; the key covers everything the function's
+# trace can read. Also by the key a function has after a trace that changed it (see
+# `alias_program`). The least recently made or found are dropped beyond `sizes.programs`, and
+# `jax.clear_caches()` or `es.clear_caches()` drops them all: a program then lives only as long as
+# a wrapper that calls it, and goes, with everything its key holds (a closure's captured array),
+# when the last one does.
+_shared: LRU[Any, Program] = LRU(lambda: sizes.programs)
+# The keys a function has after a trace that changed it (see `alias_program`), each for the very
+# objects that traced it alone: `(program, static template, node data)`.
+_aliases: LRU[Any, tuple[Program, tuple, tuple]] = LRU(lambda: sizes.programs)
+
+
+def _forget(program: Program, _: Any = None) -> None:
+    for key, found in _shared.items():
+        if found is program:
+            _shared.pop(key)
+    for key, (found, _, _) in _aliases.items():
+        if found is program:
+            _aliases.pop(key)
+
+
+# The programs that no live wrapper calls, most recently released last: kept a while, so that
+# `es.filter_jit(f)(x)` written inline (a new wrapper per call) finds its program again, but only
+# the latest `sizes.released` of them, so that a sweep of dropped wrappers holds nothing more.
+_released: LRU[Program, bool] = LRU(lambda: sizes.released, _forget)
+
+
+def use(program: Program) -> None:
+    """A wrapper (its shared state) calls `program` from now on."""
+    program.users += 1
+    _released.pop(program)
+
+
+# Programs whose last wrapper may have gone: looked at by the next `get_program`, not at once,
+# since a wrapper goes whenever the garbage collector runs (in the middle of any of these).
+# Weakly: a program dropped from the registry meanwhile goes at once.
+_maybe_released: "list[weakref.ref[Program]]" = []
+
+
+def unuse(program: Program) -> None:
+    """A wrapper that called `program` is gone, or calls another one now."""
+    program.users -= 1
+    if program.users <= 0:
+        _maybe_released.append(weakref.ref(program))
+
+
+def _release() -> None:
+    while _maybe_released:
+        program = _maybe_released.pop()()
+        if (
+            program is not None
+            and program.users <= 0
+            and any(found is program for found in _shared.values())
+        ):
+            _released.set(program, True)
 
 
 def _options(jitkwargs: dict[str, Any]) -> tuple:
@@ -262,13 +372,15 @@ def _options(jitkwargs: dict[str, Any]) -> tuple:
 def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any]) -> Program:
     """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
     an equivalent function."""
+    _release()
     key = static_key(fun, parts, donate, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
         alias = _aliases.get(key)
         if alias is not None and _same_objects(alias, parts):
             return alias[0]
-        program = _shared[key] = Program(fun, parts, donate, jitkwargs, key)
+        program = Program(fun, parts, donate, jitkwargs, key)
+        _shared.set(key, program)
     return program
 
 
@@ -294,7 +406,7 @@ def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
         # the trace appends to) has this key too, but it never ran the trace, and traced now it
         # may compute something else (`x * len(shared)`).
         data = tuple(node_data(parts.treedef, list(parts.template)))
-        _aliases[key] = (program, parts.template, data)
+        _aliases.set(key, (program, parts.template, data))
 
 
 def _clear_all() -> None:
@@ -303,8 +415,36 @@ def _clear_all() -> None:
     _shared.clear()
     _aliases.clear()
     _reuse.clear()
+    _released.clear()
     for wrapper in list(live_wrappers):
         wrapper._stats.clear()
 
 
 cache_clears.append(_clear_all)
+
+
+class _JaxClear:
+    """Registered with JAX's cache management, so that `jax.clear_caches()` (which drops every
+    compiled program of JAX's) also drops the programs kept for reuse by key: those of dropped
+    wrappers then go with everything their keys hold. The wrappers still alive keep theirs (JAX
+    compiles them again at their next call; that miss is counted)."""
+
+    def cache_clear(self) -> None:
+        _shared.clear()
+        _aliases.clear()
+        _released.clear()
+
+    def cache_info(self) -> Any:
+        return (len(_shared), sizes.programs)
+
+    def cache_keys(self) -> list:
+        return list(_shared)
+
+
+_jax_clear = _JaxClear()
+try:
+    from jax._src.util import register_cache
+
+    register_cache(_jax_clear, "eqxstable: programs kept for reuse by key")
+except Exception:  # A JAX without it: `es.clear_caches()` still drops them.
+    pass

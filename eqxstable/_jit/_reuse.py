@@ -154,6 +154,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         target.guests += 1
         if miss is not None:
             stats.misses[-1] = miss._replace(compiled=False, saved_seconds=target.compile_seconds)
+            stats.reused += 1
+            program.cache.reused(entry)
         try:
             out = target.jitted(donated, kept, dyn, target)
         except Detach:
@@ -161,6 +163,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
             target.guests -= 1
             if miss is not None:
                 stats.misses[-1] = miss
+                stats.reused -= 1
+                program.cache.reused(entry, False)
         else:
             _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
             return out

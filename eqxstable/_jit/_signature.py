@@ -331,6 +331,18 @@ def _node_differences(path: str, old: Node, new: Node) -> list[_Difference]:
     ]
 
 
+def _under(path: str, found: list[_Difference]) -> bool:
+    """Whether `path` lies inside a node named by a structural difference already found."""
+    for d in found:
+        if (
+            d.kind == "structure"
+            and path.startswith(d.path)
+            and path[len(d.path) : len(d.path) + 1] in ("[", ".")
+        ):
+            return True
+    return False
+
+
 def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]]:
     """The differences between two signatures and a distance (the number of differences)."""
     old_nodes = dict(old.nodes)
@@ -365,9 +377,19 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
     old_leaves = dict(old.leaves)
     extra = 0
     for path, leaf in new.leaves:
-        before = old_leaves.get(path)
+        before = old_leaves.pop(path, None)
         if before is None:
             structural = True
+            if _under(path, found):
+                continue  # Inside a node already named as new.
+            found.append(
+                _Difference(
+                    "structure",
+                    path,
+                    f"`{path}` is an argument that the earlier call did not have; pass "
+                    "arguments of the same structure every call.",
+                )
+            )
             continue
         difference = _leaf_difference(path, before, leaf)
         if difference is not None:
@@ -375,8 +397,18 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
             if type(before) is ArrayLeaf and type(leaf) is ArrayLeaf:
                 # A leaf whose shape *and* dtype changed is further than one whose dtype did.
                 extra += sum(map(operator.ne, before, leaf)) - 1
-    if not structural and len(old.leaves) != len(new.leaves):
+    for path in old_leaves:
         structural = True
+        if _under(path, found):
+            continue  # Inside a node already named as missing.
+        found.append(
+            _Difference(
+                "structure",
+                path,
+                f"`{path}` is missing, the earlier call had it; pass arguments of the same "
+                "structure every call.",
+            )
+        )
     distance = len(found) + extra + (_STRUCTURE_WEIGHT if structural else 0)
     # Structure first (nothing else is comparable then), then in the order of the arguments.
     found.sort(key=lambda d: d.kind != "structure")

@@ -19,7 +19,8 @@ from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
 from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
-from ._program import alias_program, get_program, Program
+from ._lru import sizes
+from ._program import alias_program, get_program, Program, unuse, use
 from ._reuse import Detach, detached, detached_token, first_call, Guest, real_token
 from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
 
@@ -69,10 +70,20 @@ class _State:
 
     def use(self, program: Program, rebound: str | None) -> None:
         """Calls `program` from now on, with the function as it is now."""
+        old = getattr(self, "program", None)
+        if old is not program:
+            use(program)
+            if old is not None:
+                unuse(old)
         self.program = program
         # What changed in the function, for the next miss: it is of kind "mutated".
         self.rebound = rebound
         self.resnapshot()
+
+    def __del__(self) -> None:
+        program = getattr(self, "program", None)
+        if program is not None:
+            unuse(program)
 
     def resnapshot(self) -> None:
         self.fun_key, self.fun_watch = compute(self.fun)
@@ -407,16 +418,16 @@ class _JitWrapper(Generic[_P, _T]):
         `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds, traces,
         compiles)`."""
         stats = self._stats
-        misses = len(stats.misses)
+        misses = stats.missed
         return CacheInfo(
             hits=stats.calls - misses,
             misses=misses,
-            maxsize=None,
-            currsize=self._state.program.compiled,
+            maxsize=sizes.entries,
+            currsize=self._state.program.cache.currsize,
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
             traces=misses,
-            compiles=sum(1 for miss in stats.misses if miss.compiled),
+            compiles=misses - stats.reused,
         )
 
     def cache_clear(self) -> None:
@@ -426,7 +437,8 @@ class _JitWrapper(Generic[_P, _T]):
 
     @property
     def misses(self) -> tuple[Miss, ...]:
-        """One [`eqxstable.Miss`][] per miss, in order."""
+        """One [`eqxstable.Miss`][] per miss, in order (the latest 4096 of them; see
+        `eqxstable/_jit/_lru.py`)."""
         return tuple(self._stats.misses)
 
     def explain(self) -> str:
@@ -438,7 +450,8 @@ class _JitWrapper(Generic[_P, _T]):
             _count(info.misses, "miss", "misses"),
         ]
         lines = [f"`{self.name}`: {', '.join(counts)}."]
-        for i, miss in enumerate(self._stats.misses, 1):
+        first = self._stats.missed - len(self._stats.misses) + 1
+        for i, miss in enumerate(self._stats.misses, first):
             where = f" at `{miss.path}`" if miss.path else ""
             lines.append(f"  {i}. {miss.kind}{where}: {miss.reason}")
         return "\n".join(lines)

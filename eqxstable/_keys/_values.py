@@ -161,6 +161,12 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """An object that can change in place: this very object, and what it holds now (watched)."""
     if ctx.by_value and type(obj) in (list, dict, set):
         return _container_contents(obj, ctx)
+    if ctx.by_value and _fields_eq(type(obj)):
+        # Node data (a custom node's aux data) that is a dataclass with the generated `==`: JAX
+        # compares it by its fields, so it is keyed by them, not by identity (each flatten may
+        # make a new one), and the object held is watched like any other.
+        ctx.states.append((obj, object_state, object_state(obj)))
+        return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
     ctx.identity = True
     if isinstance(obj, list):
         ctx.states.append((obj, list_state, list_state(obj)))
@@ -180,6 +186,22 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 mutable = compound(_mutable)
+
+
+@ft.cache
+def _fields_eq(cls: type) -> bool:
+    """Whether `cls` is a dataclass whose `==` is the one `dataclasses` generated (its fields
+    compared as a tuple, type-exactly), without slots or a `__getattr__` of its own."""
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.eq or "__slots__" in cls.__dict__:
+        return False
+    for c in cls.__mro__:
+        if "__eq__" in c.__dict__:
+            eq = c.__dict__["__eq__"]
+            code = getattr(eq, "__code__", None)
+            generated = code is not None and code.co_filename == "<string>"
+            return c is cls and generated and not hasattr(cls, "__getattr__")
+    return False
 
 
 @compound

@@ -1,0 +1,153 @@
+"""The bounds on every cache the jit layer holds, and the least-recently-used dict that keeps to
+them.
+
+A service that runs for days, or a sweep that builds thousands of functions, must not grow
+without bound. The sizes follow JAX's own jit caches (`jax._src.pjit` keeps 8192 compiled
+functions; a jitted function's own cache holds 4096 entries by default) and can be changed
+before `eqxstable` is imported, with environment variables, or at any time by assigning to
+`eqxstable._jit._lru.sizes`:
+
+- `EQXSTABLE_MAX_PROGRAMS` (`sizes.programs`, default 8192): the programs kept for reuse by
+  key across wrappers (a program a live wrapper calls is never dropped with them).
+- `EQXSTABLE_MAX_RELEASED` (`sizes.released`, default 64): of those, the programs that no live
+  wrapper calls any more, kept so that `es.filter_jit(f)(x)` written inline finds its program
+  again; beyond it the least recently released go, with everything their keys hold (a dropped
+  closure's captured array) and their compiled programs.
+- `EQXSTABLE_MAX_ENTRIES` (`sizes.entries`, default 4096): per wrapper, the compiled programs
+  held (`cache_info().maxsize`), the signatures its misses are explained against, and the misses
+  kept for `.misses`.
+
+Eviction never changes a count (`hits` and `misses` are counters of their own) and never serves
+a stale program: an evicted entry is traced again when it is next needed.
+"""
+
+import dataclasses
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _env(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"`{name}={value}` must be a positive integer.") from None
+    if size < 1:
+        raise ValueError(f"`{name}={value}` must be a positive integer.")
+    return size
+
+
+@dataclasses.dataclass
+class Sizes:
+    """The bounds in force; read by each cache whenever it grows, so an assignment takes effect
+    at the next insertion."""
+
+    programs: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_PROGRAMS", 8192))
+    entries: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_ENTRIES", 4096))
+    released: int = dataclasses.field(default_factory=lambda: _env("EQXSTABLE_MAX_RELEASED", 64))
+
+
+sizes = Sizes()
+
+
+class LRU(Generic[_K, _V]):
+    """A dict (of values that are never `None`) of at most `bound()` items (or of total
+    `weight` at most `bound()`), the least recently used dropped first; `on_evict(key, value)`
+    runs for each dropped item.
+
+    `get` counts as a use; `peek` does not. Only the caller decides when a lookup is a use, so
+    the hit path, which never comes here, stays as cheap as it was."""
+
+    __slots__ = ("_items", "_bound", "_on_evict", "_weight", "total", "__weakref__")
+
+    def __init__(
+        self,
+        bound: Callable[[], int],
+        on_evict: Callable[[Any, Any], None] | None = None,
+        weight: Callable[[Any], int] | None = None,
+    ):
+        self._items: OrderedDict[_K, _V] = OrderedDict()
+        self._bound = bound
+        self._on_evict = on_evict
+        self._weight = weight
+        # The sum of the weights of the items held (their number when unweighted).
+        self.total = 0
+
+    @property
+    def maxsize(self) -> int:
+        return self._bound()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[_K]:
+        return iter(list(self._items))
+
+    def values(self) -> list[_V]:
+        return list(self._items.values())
+
+    def items(self) -> list[tuple[_K, _V]]:
+        return list(self._items.items())
+
+    def peek(self, key: _K) -> _V | None:
+        return self._items.get(key)
+
+    def get(self, key: _K) -> _V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def _w(self, value: Any) -> int:
+        return 1 if self._weight is None else self._weight(value)
+
+    def set(self, key: _K, value: _V) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.total -= self._w(old)
+        self._items[key] = value
+        self.total += self._w(value)
+        self.shrink()
+
+    def setdefault(self, key: _K, value: _V) -> _V:
+        found = self.get(key)
+        if found is not None:
+            return found
+        self.set(key, value)
+        return value
+
+    def pop(self, key: _K) -> _V | None:
+        value = self._items.pop(key, None)
+        if value is not None:
+            self.total -= self._w(value)
+        return value
+
+    def reweigh(self, old_weight: int, value: _V) -> None:
+        """After `value` (held) changed its weight from `old_weight`."""
+        self.total += self._w(value) - old_weight
+        self.shrink()
+
+    def shrink(self) -> None:
+        """Drops the least recently used items until the bound holds (one item is always kept:
+        the one just used)."""
+        bound = self._bound()
+        while self.total > bound and len(self._items) > 1:
+            key, value = self._items.popitem(last=False)
+            self.total -= self._w(value)
+            if self._on_evict is not None:
+                self._on_evict(key, value)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.total = 0
