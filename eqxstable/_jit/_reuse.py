@@ -36,8 +36,7 @@ class Token:
     Hashes by identity, so JAX's C++ cache compares it at C speed."""
 
     __slots__ = (
-        "program",
-        "jitted",
+        "_program",
         "owner",
         "sig",
         "traces",
@@ -47,8 +46,10 @@ class Token:
     )
 
     def __init__(self, program: Any, entry: Any):
-        self.program = program
-        self.jitted = program.jitted
+        # Weak: JAX's caches hold the token (as a static argument, inside a treedef) for as
+        # long as they hold the jitted body, and the body holds its program; a strong reference
+        # here would keep every program, and what its key holds, alive for good.
+        self._program = weakref.ref(program)
         # Weak: JAX's trace cache may keep a token alive after its entry is gone.
         self.owner = weakref.ref(entry)
         # The input types and configuration of the first trace under this token, and how many
@@ -57,6 +58,14 @@ class Token:
         self.traces = 0
         self.guests = 0
         self.compile_seconds = 0.0
+
+    @property
+    def program(self) -> Any:
+        return self._program()
+
+    @property
+    def jitted(self) -> Any:
+        return self._program().jitted  # pyright: ignore[reportOptionalMemberAccess]
 
     def check(self, program: Any, call: Call | None, sig: Any) -> None:
         """Inside the body, before the user's function is traced under this token."""
