@@ -246,8 +246,9 @@ class Cache:
 
     @property
     def currsize(self) -> int:
-        """The number of compiled programs the held entries stand for."""
-        return sum(e.compiled for e in self.entries.values())
+        """The number of compiled programs the held entries stand for (an entry that runs a
+        program compiled for an equal trace counts once, as it holds that program too)."""
+        return self.entries.total
 
     def compiled(self, entry: Entry) -> None:
         """After JAX compiled a program for `entry` (a miss)."""

@@ -159,6 +159,9 @@ def reusable(*groups: list) -> bool:
     arrays only."""
     if not AVAILABLE or not top_level():
         return False
+    if jax.config.jax_disable_jit:  # pyright: ignore[reportAttributeAccessIssue]
+        # Nothing is traced or compiled: the function runs as it is (`_program._eager`).
+        return False
     return all(isinstance(x, _ARRAYS) for group in groups for x in group)
 
 
