@@ -71,8 +71,32 @@ _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
 
 
-@ft.cache
+_classes: dict[type, bool] = {}
+
+
 def library_class(cls: type) -> bool:
+    """Whether a class is a constant (see `_library_class`), remembered per class: but "no" only
+    once the module the class names has finished importing (a library's class keyed while its
+    package is still being imported, by a decorator that jits at import time, is not yet held
+    by the package under its name)."""
+    known = _classes.get(cls)
+    if known is None:
+        known = _library_class(cls)
+        if known or not _importing(getattr(cls, "__module__", None)):
+            _classes[cls] = known
+    return known
+
+
+def _importing(name: Any) -> bool:
+    while isinstance(name, str) and name:
+        spec = getattr(sys.modules.get(name), "__spec__", None)
+        if getattr(spec, "_initializing", False):
+            return True
+        name = name.rpartition(".")[0]
+    return False
+
+
+def _library_class(cls: type) -> bool:
     """Whether a class is a constant: a class of C code; else the file of a method defined in its
     own body decides; else (a class of data only) whether it is the attribute its name says of a
     library module. Anything else is the user's: keyed by value, which is always sound.
@@ -115,6 +139,10 @@ def _named_in_library_module(obj: Any, qualname: Any, extension_ok: bool = False
     found: Any = module
     for part in qualname.split("."):
         found = getattr(found, "__dict__", {}).get(part, _NOT_FOUND)
+    if found is not obj and isinstance(obj, type):
+        # A class whose names say where it was made, held by the module it names under another
+        # name (`jax.Array`, named `jaxlib._jax.Array`, is `Array` in `jax`).
+        return any(v is obj for v in vars(module).values())
     return found is obj
 
 
