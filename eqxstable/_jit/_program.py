@@ -14,13 +14,14 @@ import jax
 import jax.tree_util as jtu
 
 from .._caches import cache_clears
+from .._keys import too_many_objects
 from ._accounting import Call, current, live_wrappers, Miss, miss_listeners
 from ._bind import Binder
 from ._cache import Cache, Entry
 from ._describe import describe_change
 from ._fun import FunParts, static_key
 from ._guards import check
-from ._signature import _array_leaf, diff, Signature, signature
+from ._signature import _array_leaf, diff, Signature, signature, too_many_reason
 
 
 _HISTORY_SEARCHED = 64
@@ -51,9 +52,7 @@ def _rebuild(spec: tuple, dynamic: Any) -> Any:
     return treedef.unflatten(leaves)
 
 
-jtu.register_pytree_node(
-    Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild
-)
+jtu.register_pytree_node(Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild)
 
 
 def _split_output(out: Any) -> Any:
@@ -190,6 +189,8 @@ class Program:
             path = "(a static field)"
             if index is not None and sig is not None:
                 path = sig.leaves[index][0]
+            if too_many_objects(new):
+                return Miss("identity", path, too_many_reason(path)), sig
             what = describe_change(old, new)
             reason = (
                 f"`{path}` is the same object as before, but it was changed in place after it "
