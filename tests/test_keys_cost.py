@@ -2,19 +2,28 @@
 bounded by a budget past which the object is equal to nothing (issue 19 items 1-2, issue 18
 family 6)."""
 
+import json
 import subprocess
 import sys
 import textwrap
 import time
+import types
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxtyping import Array, Float
 
 import eqxstable as es
 from eqxstable._keys import compute, Identity, too_many_objects
 from eqxstable._keys._context import MAX_OBJECTS
+from eqxstable._keys._origin import library_function
+
+
+# A vector of any length (a module-level alias: a string in an annotation reads as a name).
+_Vector = Float[Array, "n"]
 
 
 def _shared_tower(depth: int) -> list:
@@ -193,3 +202,125 @@ def test_diffrax_event_gradient_under_the_swap(tmp_path):
     value, grad = map(float, out.split())
     assert value == pytest.approx(np.log(4.0), abs=1e-5)  # y0 * exp(-t) = 0.5
     assert grad == pytest.approx(0.5, abs=1e-5)  # d/dy0 log(2 * y0)
+
+
+def test_a_set_that_did_not_change_keeps_its_key_valid():
+    # A hit never keys a set again (jaxtyping's wrappers of methods close over one).
+    names = {"t0", "t1", "self"}
+    f = lambda x: x * len(names)  # noqa: E731
+    _, watch = compute(f)
+    assert watch.valid()
+    names.add("ret0")
+    assert not watch.valid()
+
+
+def _generated(namespace: Any, filename: str = "<string>") -> types.FunctionType:
+    code = compile("def f(x):\n    return x * scale\n", filename, "exec")
+    return types.FunctionType(code.co_consts[0], namespace)
+
+
+def test_code_generated_into_a_library_namespace_is_the_library_s():
+    # Generated code is where its globals are: a library module's namespace (beartype's wrapper
+    # of a library function, the methods `dataclasses` writes for a library's dataclass).
+    assert library_function(_generated(vars(json)))
+    assert library_function(_generated(vars(json), "<@beartype(json.f) at 0x1>"))
+    # The user's: their module, a dict of their own (which may change), whatever `__main__` is.
+    assert not library_function(_generated(globals()))
+    assert not library_function(_generated({"__name__": "json", "scale": 2.0}))
+    assert not library_function(_generated({"__name__": "__main__", "scale": 2.0}))
+    assert not library_function(_generated(vars(sys.modules["__main__"])))
+
+
+@pytest.mark.counts_traces
+def test_code_generated_into_a_dict_of_the_user_s_is_keyed_by_what_it_reads():
+    namespace = {"__name__": "mine", "scale": 2.0}
+    f = _generated(namespace)
+    traces = 0
+
+    @es.filter_jit
+    def apply(g, x):
+        nonlocal traces
+        traces += 1
+        return g(x)
+
+    assert float(apply(f, jnp.array(1.0))) == 2.0
+    namespace["scale"] = 3.0
+    assert float(apply(f, jnp.array(1.0))) == 3.0
+    # Another namespace is another key (globals are read from it later): a trace, never a reuse.
+    assert float(apply(_generated(dict(namespace)), jnp.array(1.0))) == 3.0
+    assert traces == 3
+
+
+@pytest.mark.counts_traces
+def test_type_checked_functions_key_once():
+    pytest.importorskip("beartype")
+    from beartype import beartype
+    from jaxtyping import jaxtyped
+
+    @jaxtyped(typechecker=beartype)
+    def scale(x: _Vector, k: float) -> _Vector:
+        return x * k
+
+    @beartype
+    def shift(x: _Vector) -> _Vector:
+        return x + 1.0
+
+    traces = 0
+
+    @es.filter_jit
+    def apply(f, g, x):
+        nonlocal traces
+        traces += 1
+        return g(f(x, 2.0))
+
+    for f in (scale, shift):
+        start = time.perf_counter()
+        _, watch = compute(f)
+        assert time.perf_counter() - start < 1.0
+        assert len(watch) < 500
+    for _ in range(3):
+        np.testing.assert_allclose(apply(scale, shift, jnp.ones(2)), 3.0)
+    assert traces == 1
+    assert compute(scale)[1].valid() and compute(shift)[1].valid()
+    with pytest.raises(Exception, match="(?i)type"):
+        apply(scale, shift, jnp.ones(2, dtype=jnp.int32))
+
+
+def test_jaxtyped_diffrax_under_the_swap(tmp_path):
+    # diffrax imported under jaxtyping's import hook with beartype, as its own test suite runs,
+    # and `equinox.filter_jit` swapped: keying `diffeqsolve` walked 50,000 objects, and hits
+    # keyed it again (issue 19 item 2).
+    pytest.importorskip("diffrax")
+    pytest.importorskip("beartype")
+    out = _run_swapped(
+        tmp_path,
+        """
+        import time
+        from jaxtyping import install_import_hook
+
+        with install_import_hook(["diffrax"], "beartype.beartype"):
+            import diffrax
+        import jax.numpy as jnp
+        from eqxstable._keys import compute
+
+        start = time.perf_counter()
+        key, watch = compute(diffrax.diffeqsolve)
+        seconds = time.perf_counter() - start
+        term = diffrax.ODETerm(lambda t, y, args: -y)
+        ys = []
+        for y0 in (1.0, 2.0, 3.0):
+            sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, jnp.array(y0))
+            ys.append(float(sol.ys[-1]))
+        info = diffrax.diffeqsolve.cache_info()
+        print(seconds, len(watch), watch.valid(), info.hits, info.misses, *ys)
+        """,
+        timeout=300,
+    )
+    seconds, watched, valid, hits, misses, *ys = out.split()
+    assert float(seconds) < 3.0
+    assert int(watched) < 5000
+    assert valid == "True"
+    assert (int(hits), int(misses)) == (2, 1)
+    np.testing.assert_allclose(
+        [float(y) for y in ys], np.exp(-1.0) * np.array([1, 2, 3]), rtol=1e-3
+    )

@@ -83,10 +83,13 @@ def key_uses_identity(key: Key) -> bool:
     return key.identity
 
 
-def too_many_objects(key: Key) -> bool:
-    """Whether `key` is that of an object reaching more objects than a key may walk
-    (`MAX_OBJECTS`): it equals no other key, so a jitted call with it traces every time."""
-    parts = key.parts
+def too_many_objects(key: Any) -> bool:
+    """Whether `key` (or one of a tuple of keys) is that of an object reaching more objects than
+    a key may walk (`MAX_OBJECTS`): it equals no other key, so a jitted call with it traces
+    every time."""
+    if type(key) is tuple:
+        return any(too_many_objects(k) for k in key)
+    parts = key.parts if type(key) is Key else None
     return type(parts) is tuple and len(parts) == 2 and parts[0] == TOO_MANY
 
 

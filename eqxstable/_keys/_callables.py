@@ -13,7 +13,7 @@ import jax
 from .._compat import jit_parts
 from ._code import counter_cells, lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall
-from ._origin import library_code, library_constant, library_module
+from ._origin import library_constant, library_function, library_module
 from ._types import FunctionKey, Namespace
 from ._values import dict_state, extra_attrs, mutable, sized, slots_of
 from ._watch import MISSING, plain_fn_state
@@ -98,7 +98,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             ctx.identity |= memo.key.identity
             return memo.key.parts
     code = f.__code__
-    library = library_code(code)
+    library = library_function(f)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
         plain = f.__kwdefaults__ is None and not f.__closure__ and not f.__dict__

@@ -49,6 +49,30 @@ def library_code(code: types.CodeType) -> bool:
     return library_file(code.co_filename)
 
 
+def library_function(f: types.FunctionType) -> bool:
+    """Whether a function's code is a constant: compiled from a library file, or generated at run
+    time (`exec`, `eval`: a `<...>` pseudo-file such as `<string>` or `<@beartype(...)>`) into
+    the namespace of a library module, as the methods `dataclasses` writes for a library's
+    dataclass or a wrapper that beartype makes of a library function. Generated code is where
+    its globals are: code generated into the user's module or into a dict of its own (a user's
+    `exec(source, namespace)`, whose namespace may change) is the user's, and what it reads is
+    keyed."""
+    code = f.__code__
+    if library_code(code):
+        return True
+    filename = code.co_filename
+    return filename.startswith("<") and _library_namespace(f.__globals__)
+
+
+def _library_namespace(namespace: Any) -> bool:
+    name = namespace.get("__name__") if type(namespace) is dict else None
+    # `__main__` is whatever runs now (a test runner's, a notebook kernel's): never a library's.
+    if not isinstance(name, str) or name == "__main__":
+        return False
+    module = sys.modules.get(name)
+    return module is not None and vars(module) is namespace and library_module(module)
+
+
 def library_module(module: types.ModuleType) -> bool:
     """Whether a module is a constant: built into the interpreter, or loaded from a library file.
     A module without a file that is not built in (made with `types.ModuleType`) is the user's."""
@@ -175,9 +199,3 @@ def library_constant(obj: Any) -> bool:
     if found:
         _constants[id(obj)] = obj
     return found
-
-
-def library_callable(f: Any) -> bool:
-    """Whether a function's code lives in a library (its closure cells are still the caller's)."""
-    code = getattr(f, "__code__", None)
-    return isinstance(code, types.CodeType) and library_code(code)
