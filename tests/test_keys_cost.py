@@ -3,6 +3,7 @@ bounded by a budget past which the object is equal to nothing (issue 19 items 1-
 family 6)."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -169,6 +170,7 @@ def _run_swapped(tmp_path, source: str, timeout: float) -> str:
         text=True,
         timeout=timeout,
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
