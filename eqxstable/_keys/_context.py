@@ -1,5 +1,6 @@
 """The machinery of one key computation: its context, the recursion with cycles and depth limits,
-identity fallbacks, and the memo that makes the key of an already-seen object cheap.
+identity fallbacks, the budget of objects one key may walk, and the memos that make the key of an
+already-seen object cheap (within one computation, and across calls).
 
 The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
 `_rules.py`; they reach this module's `key` through `_rules.resolve`, installed at import time.
@@ -20,7 +21,7 @@ MAX_DEPTH = 100
 # One key walks at most this many distinct objects (each once, whatever the number of paths to
 # it). Past it the whole object gets a key equal to nothing (`TOO_MANY`): every call traces it
 # again, never a wrong answer, and never an unbounded walk (a live JAX trace, a library's caches).
-MAX_OBJECTS = 20_000
+MAX_OBJECTS = 50_000
 TOO_MANY = "too-many-objects"
 
 
@@ -203,7 +204,7 @@ def compound(fn: Handler) -> Handler:
                 walk.low = depth
             return ("cycle", ctx.depth - depth)
         here = ctx.depth
-        slot = i << 1 | content_ok
+        slot = i << 1 | (1 if content_ok else 0)
         seen = ctx.memo.get(slot)
         # Reused only where it stays within the depth limit (a key is compared by recursion).
         if seen is not None and here + seen.height < MAX_DEPTH:
