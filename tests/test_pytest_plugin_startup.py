@@ -108,3 +108,42 @@ def test_verify_option_turns_on_verify_mode_for_the_session(tmp_path):
     )
     assert without.returncode == 1
     assert "1 failed" in without.stdout
+
+
+def test_doctor_stabilize_starts_pytest_under_filterwarnings_error(tmp_path):
+    # The doctor imports eqxstable (and, through Equinox, jaxtyping's plugin) before pytest
+    # starts, so pytest cannot rewrite those plugins' asserts and warns; a project's
+    # `filterwarnings = error` made that a start-up error (issue 19 item 3).
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n'
+    )
+    (tmp_path / "test_small.py").write_text(
+        "import warnings\n"
+        "import equinox as eqx\n"
+        "import jax.numpy as jnp\n\n"
+        "def test_jit():\n"
+        "    f = eqx.filter_jit(lambda x: x + 1)\n"
+        "    assert float(f(jnp.array(1.0))) == 2.0\n\n"
+        "def test_warnings_are_still_errors():\n"
+        "    try:\n"
+        "        warnings.warn('still an error', UserWarning)\n"
+        "    except UserWarning:\n"
+        "        return\n"
+        "    raise AssertionError('filterwarnings = error no longer applies')\n"
+    )
+    out = _pytest(
+        tmp_path,
+        "-m",
+        "eqxstable",
+        "doctor",
+        "--stabilize",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 passed" in out.stdout
+    assert "eqxstable.filter_jit in place of equinox.filter_jit" in out.stderr
+    assert "PYTEST_ADDOPTS" not in os.environ

@@ -2,6 +2,7 @@
 with every `filter_jit` and `jax.jit` compile counted, and report when it ends, however it ends."""
 
 import functools as ft
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -153,6 +154,24 @@ def _busy(observer: Observer) -> Any:
     return lambda: observer.running() or current.call is not None
 
 
+def _quiet_plugins_imported(addopts: str | None) -> str:
+    """`PYTEST_ADDOPTS` for `-m pytest`: the pytest plugins the doctor imported before pytest
+    started (eqxstable's own, and jaxtyping's through Equinox) cannot have their asserts
+    rewritten, which pytest warns about, and a project's `filterwarnings = error` turns into a
+    start-up error. Those warnings only, for those plugins only, are ignored."""
+    names = set()
+    for entry in importlib.metadata.entry_points(group="pytest11"):
+        name = entry.value.partition(":")[0].partition(".")[0]
+        if name in sys.modules:
+            names.add(name)
+    filters = [
+        f"-W 'ignore:Module already imported so cannot be rewritten; {name}"
+        ":pytest.PytestAssertRewriteWarning'"
+        for name in sorted(names)
+    ]
+    return " ".join([*filters, addopts or ""]).strip()
+
+
 def run(
     script: str, script_args: list[str], stabilize: bool = False, module: bool = False
 ) -> tuple[int, dict]:
@@ -187,6 +206,9 @@ def run(
         here = os.path.abspath(script)
         sys.path[0:1] = [here if os.path.isdir(script) else os.path.dirname(here)]
     status = 0
+    saved_addopts = os.environ.get("PYTEST_ADDOPTS")
+    if module and script in ("pytest", "py.test"):
+        os.environ["PYTEST_ADDOPTS"] = _quiet_plugins_imported(saved_addopts)
     try:
         if module:
             runpy.run_module(script, run_name="__main__", alter_sys=True)
@@ -203,6 +225,10 @@ def run(
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
+        if saved_addopts is None:
+            os.environ.pop("PYTEST_ADDOPTS", None)
+        else:
+            os.environ["PYTEST_ADDOPTS"] = saved_addopts
         undo()
         watch.uninstall()
         observer.uninstall()

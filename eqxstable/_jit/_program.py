@@ -16,6 +16,7 @@ import jax.tree_util as jtu
 from jax.core import Tracer
 
 from .._caches import cache_clears
+from .._keys import too_many_objects
 from . import _reuse
 from ._accounting import Call, current, live_wrappers, Miss, notify
 from ._bind import Binder
@@ -25,7 +26,7 @@ from ._fun import FunParts, static_key
 from ._guards import check
 from ._lru import LRU, sizes
 from ._reuse import Token, trace_sig
-from ._signature import _array_leaf, diff, Signature, signature
+from ._signature import _array_leaf, diff, Signature, signature, too_many_reason
 
 
 _HISTORY_SEARCHED = 64
@@ -242,6 +243,8 @@ class Program:
             path = "(a static field)"
             if index is not None and sig is not None:
                 path = sig.leaves[index][0]
+            if too_many_objects(new):
+                return Miss("identity", path, too_many_reason(path)), sig
             what = describe_change(old, new)
             reason = (
                 f"`{path}` is the same object as before, but it was changed in place after it "

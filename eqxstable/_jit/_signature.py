@@ -23,7 +23,8 @@ from jax.core import Tracer
 
 from .._canonical import freeze
 from .._compat import flat_module_aux
-from .._keys import Identity, key_uses_identity, stable_key
+from .._keys import Identity, key_uses_identity, stable_key, too_many_objects
+from .._keys._context import MAX_OBJECTS
 from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import function_change
@@ -204,7 +205,18 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype)
 
 
+def too_many_reason(path: str) -> str:
+    """The reason of a miss whose static value reaches more objects than a key may walk."""
+    return (
+        f"`{path}` reaches too many objects to key (more than {MAX_OBJECTS:,}), so it equals "
+        "nothing and every call traces it again; pass large data as an array argument, or keep "
+        "it out of what the function captures and reads."
+    )
+
+
 def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Difference:
+    if too_many_objects(new.key):
+        return _Difference("identity", path, too_many_reason(path))
     described = function_change(path, old.key, new.key)
     if described is not None:
         kind, reason = described

@@ -8,7 +8,7 @@ and taken as constant) and why each is sound.
 from typing import Any
 
 from . import _context, _rules
-from ._context import Ctx, key, recall, remember
+from ._context import Ctx, recall, remember, TOO_MANY, top
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
@@ -21,7 +21,7 @@ def compute(obj: Any) -> tuple[Key, Watch]:
         if watch is not None:
             return entry.key, watch
     ctx = Ctx()
-    parts = key(obj, ctx, True)
+    parts = top(obj, ctx, True)
     result = Key(parts, ctx.identity)
     watch = ctx.watch()
     if not ctx.copied_arrays:
@@ -35,7 +35,7 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     """The key of pytree node data: the lists, dicts and sets in it are made afresh by each
     flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
     ctx = Ctx(by_value=True)
-    parts = key(data, ctx, False)
+    parts = top(data, ctx, False)
     return Key(parts, ctx.identity), ctx.watch()
 
 
@@ -83,6 +83,16 @@ def key_uses_identity(key: Key) -> bool:
     return key.identity
 
 
+def too_many_objects(key: Any) -> bool:
+    """Whether `key` (or one of a tuple of keys) is that of an object reaching more objects than
+    a key may walk (`MAX_OBJECTS`): it equals no other key, so a jitted call with it traces
+    every time."""
+    if type(key) is tuple:
+        return any(too_many_objects(k) for k in key)
+    parts = key.parts if type(key) is Key else None
+    return type(parts) is tuple and len(parts) == 2 and parts[0] == TOO_MANY
+
+
 def warns_hash_without_eq(t: type) -> bool:
     """Whether objects of type `t` are keyed by identity with an `es.StabilityWarning` because
     the class defines `__hash__` but not `__eq__`."""
@@ -107,6 +117,7 @@ __all__ = [
     "MutableKey",
     "Namespace",
     "stable_key",
+    "too_many_objects",
     "Watch",
     "warns_hash_without_eq",
 ]

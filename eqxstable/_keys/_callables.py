@@ -11,9 +11,9 @@ from typing import Any
 import jax
 
 from .._compat import jit_parts
-from ._code import counter_cells, lone_cell, reads, sealed_cells
+from ._code import counter_cells, global_counters, lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall
-from ._origin import library_code, library_constant, library_module
+from ._origin import library_constant, library_function, library_module
 from ._types import FunctionKey, Namespace
 from ._values import dict_state, extra_attrs, mutable, sized, slots_of
 from ._watch import MISSING, plain_fn_state
@@ -98,7 +98,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             ctx.identity |= memo.key.identity
             return memo.key.parts
     code = f.__code__
-    library = library_code(code)
+    library = library_function(f)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
         plain = f.__kwdefaults__ is None and not f.__closure__ and not f.__dict__
@@ -110,13 +110,18 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     if not library:
         r = reads(code)
         names = r.names
+        counters = global_counters(code)
         looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
         if any(v is d for v in looked_up for d in _DYNAMIC):
             # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
             names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
             names = tuple(dict.fromkeys(names))
+            counters = frozenset()
         globals_read = tuple(
-            (name, _global(f.__globals__, name, r.attrs.get(name), ctx)) for name in names
+            (name, _COUNTER)
+            if name in counters and type(f.__globals__.get(name)) in (int, float)
+            else (name, _global(f.__globals__, name, r.attrs.get(name), ctx))
+            for name in names
         )
     return FunctionKey(
         "fn",

@@ -178,19 +178,59 @@ _BUMP_OPS = frozenset({"BINARY_ADD", "INPLACE_ADD", "BINARY_SUBTRACT", "INPLACE_
 _BUMP_SIGNS = frozenset({"+", "+=", "-", "-="})
 
 
-def _is_bump(instructions: list, at: int, name: str) -> bool:
+def _is_bump(
+    instructions: list, at: int, name: str, load: str = "LOAD_DEREF", store: str = "STORE_DEREF"
+) -> bool:
     """Whether `instructions[at:at + 4]` is `name += k` (or `name = name - k`, ...), `k` an int."""
     if at + 3 >= len(instructions):
         return False
-    load, const, op, store = instructions[at : at + 4]
+    first, const, op, last = instructions[at : at + 4]
     return (
-        load.opname == "LOAD_DEREF"
+        first.opname == load
         and const.opname in ("LOAD_CONST", "LOAD_SMALL_INT")
         and type(const.argval) is int
         and (op.opname in _BUMP_OPS or (op.opname == "BINARY_OP" and op.argrepr in _BUMP_SIGNS))
-        and store.opname == "STORE_DEREF"
-        and store.argval == name
+        and last.opname == store
+        and last.argval == name
     )
+
+
+_GLOBAL_USES = frozenset(
+    {"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME", "DELETE_NAME"}
+)
+_counters: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
+
+
+def _compute_global_counters(code: types.CodeType) -> frozenset[str]:
+    uses: dict[str, list[tuple[list, int]]] = {}
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending.extend(_nested(c))
+        instructions = list(dis.get_instructions(c))
+        for k, ins in enumerate(instructions):
+            if ins.opname in _GLOBAL_USES and isinstance(ins.argval, str):
+                uses.setdefault(ins.argval, []).append((instructions, k))
+    counters = set()
+    for name, found in uses.items():
+        loads = [(ins, k) for ins, k in found if ins[k].opname == "LOAD_GLOBAL"]
+        bumps = [
+            (ins, k) for ins, k in loads if _is_bump(ins, k, name, "LOAD_GLOBAL", "STORE_GLOBAL")
+        ]
+        # Every use of the name is one half of a bump: loaded only to be bumped and stored back.
+        if loads and len(bumps) == len(loads) and len(found) == 2 * len(bumps):
+            counters.add(name)
+    return frozenset(counters)
+
+
+def global_counters(code: types.CodeType) -> frozenset[str]:
+    """The globals that `code` (nested code included) uses only as `global n; n += k` (`k` an
+    int constant), at least once: a count of its runs. What the code computes never depends on
+    such a global, so its key leaves the value out (and does not watch it): two functions that
+    share the docs' `n_traces` counter do not invalidate each other's programs on every trace.
+    A function that reads the global any other way (`return x * n`, `print(n)`), or a helper
+    in the trace that does, keys it by value as any global."""
+    return _memo(_counters, code, _compute_global_counters)
 
 
 def _only_bumps(code: types.CodeType, name: str) -> bool:

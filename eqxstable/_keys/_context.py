@@ -1,5 +1,6 @@
 """The machinery of one key computation: its context, the recursion with cycles and depth limits,
-identity fallbacks, and the memo that makes the key of an already-seen object cheap.
+identity fallbacks, the budget of objects one key may walk, and the memos that make the key of an
+already-seen object cheap (within one computation, and across calls).
 
 The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
 `_rules.py`; they reach this module's `key` through `_rules.resolve`, installed at import time.
@@ -17,6 +18,38 @@ from ._watch import Watch
 # stack, neither when its key is computed nor when two keys are compared (C recursion, 2 to 4
 # levels per level of the object, shares the limit with the Python frames below it).
 MAX_DEPTH = 100
+# One key walks at most this many distinct objects (each once, whatever the number of paths to
+# it). Past it the whole object gets a key equal to nothing (`TOO_MANY`): every call traces it
+# again, never a wrong answer, and never an unbounded walk (a live JAX trace, a library's caches).
+MAX_OBJECTS = 50_000
+TOO_MANY = "too-many-objects"
+
+
+class Walk(dict):
+    """The objects being keyed, by `id`, with the depth each sits at (so that a cycle becomes a
+    back-reference), and the counters of one whole computation. It is shared with the
+    computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
+    the budget and the cycle bookkeeping see them."""
+
+    __slots__ = ("walked", "low", "reach")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Objects walked so far (at most `MAX_OBJECTS`).
+        self.walked = 0
+        # The lowest depth that a back-reference made since it was last reset points to: a key
+        # whose back-references all point inside itself means the same wherever it is embedded.
+        self.low = _NOWHERE
+        # The deepest level reached since it was last reset (a reused key counts its height).
+        self.reach = 0
+
+
+_NOWHERE = 1 << 30
+
+
+class TooMany(BaseException):
+    """Raised past `MAX_OBJECTS`; caught by `top` only (a `BaseException`, so that the handlers'
+    own `except Exception` fallbacks never turn it into a partial key)."""
 
 
 class Ctx:
@@ -31,14 +64,14 @@ class Ctx:
         "identity",
         "copied_arrays",
         "by_value",
+        "memo",
     )
 
     def __init__(self, by_value: bool = False) -> None:
         # Lists, dicts and sets made afresh by each flatten (pytree node data) are keyed by their
         # contents alone: a new one per call is not a new key.
         self.by_value = by_value
-        # id -> depth of the compound objects being keyed, so cycles become back-references.
-        self.stack: dict[int, int] = {}
+        self.stack = Walk()
         self.depth = 0
         # What must stay unchanged for the key to stay valid (see `Watch`).
         self.states: list = []
@@ -48,6 +81,8 @@ class Ctx:
         self.identity = False
         # Whether a NumPy array was keyed by contents where `intern` hands out a read-only copy.
         self.copied_arrays = False
+        # The key of every object already keyed in this computation (see `compound`).
+        self.memo: dict[int, _Seen] = {}
 
     def watch(self) -> Watch:
         return Watch(tuple(self.states), tuple(self.names), tuple(self.blobs))
@@ -62,11 +97,6 @@ Handler = Callable[[Any, Ctx, bool], Any]
 HANDLERS: dict[type, Handler] = {}
 
 
-def resolve(t: type) -> Handler:
-    """Installed by `_rules.py` (which imports the handlers, which import this module)."""
-    raise RuntimeError("eqxstable._keys._rules was not imported")
-
-
 def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """The key parts of `obj`. `content_ok`: whether a NumPy array met here may be keyed by its
     contents alone (only through containers that `intern` rebuilds with read-only copies)."""
@@ -77,35 +107,136 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return handler(obj, ctx, content_ok)
 
 
+def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`key` for a whole computation: past `MAX_OBJECTS` objects, the whole of `obj` is keyed as
+    equal to nothing (so the jit layer can say why it traces every call) and watched as always
+    changed."""
+    try:
+        return key(obj, ctx, content_ok)
+    except TooMany:
+        ctx.states[:] = [(obj, _never, (None,))]
+        ctx.names.clear()
+        ctx.blobs.clear()
+        ctx.identity = True
+        ctx.copied_arrays = False
+        return (TOO_MANY, Identity(_Unkeyable()))
+
+
 def _rules_resolve(t: type) -> Handler:
     from . import _rules
 
     return _rules.resolve(t)
 
 
+class Shared:
+    """A key met again in one computation (an object reached by a second path): the same parts,
+    with a hash computed once. Keys are then as large as the distinct objects they cover, not
+    as the paths to them (`node = [node, node]`, 30 levels, is 31 lists, not 2**30 paths).
+
+    It equals whatever its parts equal (a structure with a shared part and one with two equal
+    parts have equal keys, as they had before keys were shared). Two equal `Shared` then hold
+    the same parts, so the next comparison of them is an identity check: comparing two keys
+    costs what they have of distinct parts."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(self.parts)
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is Shared:
+            if self.parts is other.parts:
+                return True
+            if self.__hash__() != other.__hash__():
+                return False
+            equal = self.parts == other.parts
+            if equal:
+                self.parts = other.parts
+            return equal
+        return self.parts == other
+
+    def __repr__(self) -> str:
+        # Never the parts: printed in full, a shared structure is as long as its paths.
+        return f"<shared {type(self.parts).__name__}>"
+
+
+class _Seen:
+    """An object keyed earlier in this computation: held, so that its `id` is not reused."""
+
+    __slots__ = ("obj", "parts", "height", "shared")
+
+    def __init__(self, obj: Any, parts: Any, height: int):
+        self.obj = obj
+        self.parts = parts
+        self.height = height
+        self.shared: Any = None
+
+    def use(self) -> Any:
+        shared = self.shared
+        if shared is None:
+            parts = self.parts
+            shared = self.shared = Shared(parts) if isinstance(parts, tuple) else parts
+        return shared
+
+
 def compound(fn: Handler) -> Handler:
     """Wraps the handler of an object that contains others: a cycle becomes a relative
-    back-reference (so a sub-key means the same wherever it is embedded); too deep a nesting, or
-    parts that cannot be read (an attribute that raises), fall back to identity."""
+    back-reference (so a sub-key means the same wherever it is embedded); an object met again
+    reuses its key (each object is walked once); too deep a nesting, or parts that cannot be
+    read (an attribute that raises), fall back to identity; past `MAX_OBJECTS` the computation
+    stops (`top`)."""
 
     def handler(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         i = id(obj)
-        depth = ctx.stack.get(i)
+        walk = ctx.stack
+        depth = walk.get(i)
         if depth is not None:
+            if depth < walk.low:
+                walk.low = depth
             return ("cycle", ctx.depth - depth)
-        if ctx.depth >= MAX_DEPTH:
+        here = ctx.depth
+        slot = i << 1 | (1 if content_ok else 0)
+        seen = ctx.memo.get(slot)
+        # Reused only where it stays within the depth limit (a key is compared by recursion).
+        if seen is not None and here + seen.height < MAX_DEPTH:
+            if here + seen.height > walk.reach:
+                walk.reach = here + seen.height
+            return seen.use()
+        if here >= MAX_DEPTH:
             return too_deep(obj, ctx)
-        ctx.stack[i] = ctx.depth
-        ctx.depth += 1
+        walk.walked += 1
+        if walk.walked > MAX_OBJECTS:
+            raise TooMany
+        low, reach = walk.low, walk.reach
+        walk.low, walk.reach = _NOWHERE, here
+        walk[i] = here
+        ctx.depth = here + 1
         try:
-            return fn(obj, ctx, content_ok)
+            parts = fn(obj, ctx, content_ok)
         except RecursionError:
-            return too_deep(obj, ctx)
+            parts = too_deep(obj, ctx)
         except Exception:
-            return identity(obj, ctx)
+            parts = identity(obj, ctx)
         finally:
-            ctx.depth -= 1
-            del ctx.stack[i]
+            ctx.depth = here
+            del walk[i]
+        if walk.low >= here:
+            # Every back-reference in it points inside it: the same key wherever it is met.
+            ctx.memo[slot] = _Seen(obj, parts, walk.reach - here)
+        if low < walk.low:
+            walk.low = low
+        if reach > walk.reach:
+            walk.reach = reach
+        return parts
 
     handler.__name__ = fn.__name__
     handler.__qualname__ = fn.__qualname__

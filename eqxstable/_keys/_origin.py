@@ -49,6 +49,30 @@ def library_code(code: types.CodeType) -> bool:
     return library_file(code.co_filename)
 
 
+def library_function(f: types.FunctionType) -> bool:
+    """Whether a function's code is a constant: compiled from a library file, or generated at run
+    time (`exec`, `eval`: a `<...>` pseudo-file such as `<string>` or `<@beartype(...)>`) into
+    the namespace of a library module, as the methods `dataclasses` writes for a library's
+    dataclass or a wrapper that beartype makes of a library function. Generated code is where
+    its globals are: code generated into the user's module or into a dict of its own (a user's
+    `exec(source, namespace)`, whose namespace may change) is the user's, and what it reads is
+    keyed."""
+    code = f.__code__
+    if library_code(code):
+        return True
+    filename = code.co_filename
+    return filename.startswith("<") and _library_namespace(f.__globals__)
+
+
+def _library_namespace(namespace: Any) -> bool:
+    name = namespace.get("__name__") if type(namespace) is dict else None
+    # `__main__` is whatever runs now (a test runner's, a notebook kernel's): never a library's.
+    if not isinstance(name, str) or name == "__main__":
+        return False
+    module = sys.modules.get(name)
+    return module is not None and vars(module) is namespace and library_module(module)
+
+
 def library_module(module: types.ModuleType) -> bool:
     """Whether a module is a constant: built into the interpreter, or loaded from a library file.
     A module without a file that is not built in (made with `types.ModuleType`) is the user's."""
@@ -71,8 +95,32 @@ _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
 
 
-@ft.cache
+_classes: dict[type, bool] = {}
+
+
 def library_class(cls: type) -> bool:
+    """Whether a class is a constant (see `_library_class`), remembered per class: but "no" only
+    once the module the class names has finished importing (a library's class keyed while its
+    package is still being imported, by a decorator that jits at import time, is not yet held
+    by the package under its name)."""
+    known = _classes.get(cls)
+    if known is None:
+        known = _library_class(cls)
+        if known or not _importing(getattr(cls, "__module__", None)):
+            _classes[cls] = known
+    return known
+
+
+def _importing(name: Any) -> bool:
+    while isinstance(name, str) and name:
+        spec = getattr(sys.modules.get(name), "__spec__", None)
+        if getattr(spec, "_initializing", False):
+            return True
+        name = name.rpartition(".")[0]
+    return False
+
+
+def _library_class(cls: type) -> bool:
     """Whether a class is a constant: a class of C code; else the file of a method defined in its
     own body decides; else (a class of data only) whether it is the attribute its name says of a
     library module. Anything else is the user's: keyed by value, which is always sound.
@@ -115,6 +163,10 @@ def _named_in_library_module(obj: Any, qualname: Any, extension_ok: bool = False
     found: Any = module
     for part in qualname.split("."):
         found = getattr(found, "__dict__", {}).get(part, _NOT_FOUND)
+    if found is not obj and isinstance(obj, type):
+        # A class whose names say where it was made, held by the module it names under another
+        # name (`jax.Array`, named `jaxlib._jax.Array`, is `Array` in `jax`).
+        return any(v is obj for v in vars(module).values())
     return found is obj
 
 
@@ -147,9 +199,3 @@ def library_constant(obj: Any) -> bool:
     if found:
         _constants[id(obj)] = obj
     return found
-
-
-def library_callable(f: Any) -> bool:
-    """Whether a function's code lives in a library (its closure cells are still the caller's)."""
-    code = getattr(f, "__code__", None)
-    return isinstance(code, types.CodeType) and library_code(code)

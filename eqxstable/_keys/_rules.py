@@ -15,6 +15,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from .._compat import flat_module_aux, LEGACY_MODULE_AUX
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
@@ -123,7 +124,9 @@ def resolve(t: type) -> Handler:
         return v.enum_
     if issubclass(t, np.generic) and not issubclass(t, np.object_):
         return v.numpy_scalar
-    if issubclass(t, jax.Array):
+    if issubclass(t, (jax.Array, Tracer)):
+        # A tracer is not a `jax.Array` subclass: keyed as what it is, this very value of one
+        # trace (never a walk of the live trace it belongs to).
         return v.jax_array
     if issubclass(t, np.ndarray):
         return v.mutable  # a subclass may add state of its own

@@ -176,7 +176,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
     elif isinstance(obj, (set, bytearray)):
         # Their contents change without any identity changing: a copy is compared instead.
-        ctx.states.append((obj, _copy_state, ()))
+        ctx.states.append((obj, _copy_state, _copy_state(obj)))
         contents = tuple([key(x, ctx, False) for x in obj])
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
@@ -209,7 +209,7 @@ def sized(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """A library container with no attributes to read (`collections.deque`, `array.array`): this
     very object and its items now; a copy of them is compared on each call."""
     ctx.identity = True
-    ctx.states.append((obj, _copy_state, ()))
+    ctx.states.append((obj, _copy_state, _copy_state(obj)))
     items = tuple([key(x, ctx, False) for x in obj])
     return MutableKey(Identity(obj), (Namespace(type(obj)), items))
 
@@ -240,14 +240,17 @@ def _container_contents(obj: Any, ctx: Ctx) -> Any:
         ctx.states.append((obj, dict_state, dict_state(obj)))
         return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
     ctx.states.append(
-        (obj, list_state, list_state(obj)) if type(obj) is list else (obj, _copy_state, ())
+        (obj, list_state, list_state(obj))
+        if type(obj) is list
+        else (obj, _copy_state, _copy_state(obj))
     )
     return (type(obj), tuple([key(x, ctx, False) for x in obj]))
 
 
 def _copy_state(obj: Any) -> tuple:
-    # Never identical to the saved `()` once non-empty, so a non-empty set always asks for its
-    # key again: correct, and rare (sets are seldom captured by jitted functions).
+    # The items themselves, compared by identity on each call: a set, a deque or a bytearray
+    # (whose items are cached small ints) that did not change stays valid, so a hit does not key
+    # it again; an `array.array` makes new objects per read, so it is always keyed again.
     return tuple(obj)
 
 

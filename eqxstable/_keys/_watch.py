@@ -35,7 +35,19 @@ def plain_fn_state(f: Any) -> tuple:
     return (f.__code__, f.__defaults__, None)
 
 
+class _Held:
+    """A watched weak reference itself (jaxtyping's `[weakref.ref(wrapper)]`), held as it is: never
+    mistaken for the weak reference `_weak` makes, which stands for its referent."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+
 def _weak(x: Any) -> Any:
+    if type(x) is weakref.ref:
+        return _Held(x)
     try:
         return weakref.ref(x) if type(x).__weakrefoffset__ else x
     except TypeError:
@@ -47,6 +59,8 @@ def _strong(x: Any) -> Any:
         x = x()
         if x is None:
             raise _Dead
+    elif type(x) is _Held:
+        return x.obj
     return x
 
 
@@ -55,7 +69,11 @@ class _Dead(Exception):
 
 
 def _same(now: Any, saved: Any) -> bool:
-    return now is saved or (type(saved) is weakref.ref and saved() is now)
+    return (
+        now is saved
+        or (type(saved) is weakref.ref and saved() is now)
+        or (type(saved) is _Held and saved.obj is now)
+    )
 
 
 class Watch:
