@@ -21,11 +21,10 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._caches import cache_clears
-from ._canonical import freeze
 from ._errors import StabilityWarning, warn
 from ._keys import warns_hash_without_eq
 from ._registry import intern
-from ._static import freeze_static, Static
+from ._static import freeze, freeze_static, Static
 
 
 _T = TypeVar("_T")
