@@ -54,11 +54,14 @@ def _forbid(cls: type, base: type, names: Iterable[str]) -> None:
 
 
 def _restore(kind: type, value: Any) -> Any:
-    # Copies and unpickling: the canonical read-back form of the same value.
-    from ._registry import intern
-    from ._static import freeze_static
-
-    return freeze_static(_ordered(kind, value), lambda x, _: intern(x)).value
+    # Copies and unpickling of a read-back form: the same read-only form. (A module's copy gets
+    # the canonical `Static` back through `Static.__reduce__`; an object that the copied value
+    # held twice is one object in the copy too, by the copy's memo.)
+    if kind is list:
+        return ReadOnlyList(value)
+    if kind is dict:
+        return ReadOnlyDict(value)
+    return _ordered(kind, value)
 
 
 def _restore_canonical(kind: type, value: Any) -> Any:

@@ -124,6 +124,11 @@ def _array_parts(a: np.ndarray) -> tuple:
     return (np.ndarray, a.dtype, a.shape)
 
 
+def _array_key(a: np.ndarray) -> tuple:
+    """What a walk appends for the canonical array `a` (it is also a `CanonicalArray`'s key)."""
+    return ((*_array_parts(a), id(a)),)
+
+
 def _canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
     """One read-only array per dtype, shape and bytes (an object array is its own class): a
     plain `np.ndarray`, or a [`CanonicalArray`][] for a plain module (`canonical`)."""
@@ -133,7 +138,7 @@ def _canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
         copy = copy.view(CanonicalArray)
     if copy.dtype.hasobject:
         if canonical:
-            copy._key = (id(copy),)  # pyright: ignore[reportAttributeAccessIssue]
+            copy._key = _array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
         return copy
     data = copy.tobytes()
     key = (*_array_parts(copy), hash(data), canonical)
@@ -146,7 +151,7 @@ def _canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
         refs[:] = [r for r in refs if r() is not None]
         refs.append(weakref.ref(copy, lambda r, key=key: _drop_array(key)))
     if canonical:
-        copy._key = key  # pyright: ignore[reportAttributeAccessIssue]
+        copy._key = _array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
     return copy
 
 
@@ -162,13 +167,17 @@ def _drop_array(key: tuple) -> None:
 class _Freezer:
     """One walk over a static value: builds the value to read back and the table key.
 
-    With `canonical`, for a plain module (`freeze`): every list, dict, set, frozenset, NumPy
-    array and scalar in it becomes the one canonical form of its class, so that it can be
-    hashed, and a tuple holding one compares type-exactly. Otherwise, for a `StableModule`
-    (`freeze_static`): read-only forms that keep Python's `==`, keyed as a whole by the `Static`.
+    With `canonical`, for a plain module (`freeze`): a list, dict, set, frozenset, NumPy array
+    or scalar becomes the one canonical form of its class, so that it can be hashed and compares
+    type-exactly, where JAX compares it: at the top, or inside tuples and NamedTuples. Inside a
+    canonical form (compared as a whole) and for a `StableModule` (`freeze_static`, keyed as a
+    whole by the `Static`), the read-only forms that keep Python's `==`.
+
+    A container met twice in one walk is frozen once, and the key says so: `[x, x]` reads back
+    as one list twice (what `is` and a YAML dump's anchors show), `[x, copy(x)]` as two.
     """
 
-    __slots__ = ("leaf", "parts", "has_array", "depth", "canonical")
+    __slots__ = ("leaf", "parts", "has_array", "depth", "canonical", "seen")
 
     def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
@@ -176,6 +185,8 @@ class _Freezer:
         self.has_array = False
         self.depth = 0
         self.canonical = canonical
+        # `id` -> (the object, kept alive; what it froze to; where its parts start).
+        self.seen: dict[int, tuple[Any, Any, int]] = {}
 
     def __call__(self, obj: Any, path: Any) -> Any:
         if self.depth >= _MAX_DEPTH:
@@ -210,40 +221,58 @@ class _Freezer:
             parts.append((tuple, len(obj)))
             items = [self(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else tuple(items)
-        if self.canonical:
+        if kind is np.ndarray:
+            # Equal arrays are one canonical array anyway: that one is shared, not the original.
+            return self._container(obj, kind, path)
+        seen = self.seen.get(id(obj))
+        if seen is not None:
+            # Relative, so that a form's key means the same inside another's.
+            parts.append(("same as", len(parts) - seen[2]))
+            return seen[1]
+        start = len(parts)
+        value = self._container(obj, kind, path)
+        self.seen[id(obj)] = (obj, value, start)
+        return value
+
+    def _container(self, obj: Any, kind: type, path: Any) -> Any:
+        parts = self.parts
+        canonical = self.canonical
+        if canonical:
             key = key_of(obj)
-            if key is not None and _forms.get(key) is obj:
-                # Already the canonical form (its key is what a walk of it appends).
+            if key is not None and (_forms.get(key) is obj or kind is np.ndarray):
+                # Already the canonical form (alive, so still the one in its table); its key is
+                # what a walk of it appends.
                 parts.extend(key)
                 return obj
-        start = len(parts)
         if kind is np.ndarray:
             self.has_array = True
-            if self.canonical and key_of(obj) is not None:
-                # A registered canonical array (alive, so still the one in the table).
-                parts.append((*_array_parts(obj), id(obj)))
-                return obj
-            canonical = _canonical_array(obj, self.canonical)
-            parts.append((*_array_parts(canonical), id(canonical)))
-            return canonical
-        if kind is list:
-            parts.append((list, len(obj)))
-            items = [self(x, (path, i)) for i, x in enumerate(obj)]
-            value = _new(CanonicalList if self.canonical else ReadOnlyList, items)
-        elif kind is dict:
-            parts.append((dict, len(obj)))
-            pairs = [(self(k, (path, "{key}")), self(v, (path, (k,)))) for k, v in obj.items()]
-            value = _new(CanonicalDict if self.canonical else ReadOnlyDict, pairs)
-        else:
-            # A set or frozenset in its own iteration order, which depends on how it was built:
-            # code that loops over it sees that order, so it is part of the value.
-            parts.append((kind, len(obj)))
-            items = [self(x, (path, "{...}")) for x in obj]
-            value = self._set(obj, kind, items)
-        return self._register(value, start) if self.canonical else value
+            array = _canonical_array(obj, canonical)
+            parts.extend(_array_key(array))
+            return array
+        start = len(parts)
+        # Inside a canonical form, which is compared as a whole: the read-only forms.
+        self.canonical = False
+        try:
+            if kind is list:
+                parts.append((list, len(obj)))
+                items = [self(x, (path, i)) for i, x in enumerate(obj)]
+                value = _new(CanonicalList if canonical else ReadOnlyList, items)
+            elif kind is dict:
+                parts.append((dict, len(obj)))
+                pairs = [(self(k, (path, "{key}")), self(v, (path, (k,)))) for k, v in obj.items()]
+                value = _new(CanonicalDict if canonical else ReadOnlyDict, pairs)
+            else:
+                # A set or frozenset in its own iteration order, which depends on how it was
+                # built: code that loops over it sees that order, so it is part of the value.
+                parts.append((kind, len(obj)))
+                items = [self(x, (path, "{...}")) for x in obj]
+                value = self._set(obj, kind, items, canonical)
+        finally:
+            self.canonical = canonical
+        return self._register(value, start) if canonical else value
 
-    def _set(self, obj: Any, kind: type, items: list) -> Any:
-        if self.canonical:
+    def _set(self, obj: Any, kind: type, items: list, canonical: bool) -> Any:
+        if canonical:
             cls = CanonicalSet if kind is set else CanonicalFrozenSet
             return cls._make(items)
         same = all(map(operator.is_, items, obj))

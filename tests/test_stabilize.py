@@ -226,7 +226,9 @@ def test_freeze_converts_recursively():
     assert type(frozen["d"]) is Point and frozen["d"] == Point(1, [2])
     assert frozen["a"] == [1, {2, 3}] and np.array_equal(frozen["b"]["c"], np.zeros(2))
     hash(frozen)
-    hash(frozen["d"])  # The NamedTuple holds a hashable list.
+    # JAX compares a tuple item by item: a list in one is canonical (hashable, type-exact).
+    assert freeze(Point(1, [2])) == freeze(Point(1, [2])) != freeze(Point(1, [2.0]))
+    hash(freeze(Point(1, [2])))
     assert freeze(frozen) is frozen and freeze(value) is frozen
 
 
