@@ -192,20 +192,28 @@ def key_of(obj: Any) -> Any:
     return getattr(obj, "_key", None) if isinstance(obj, Canonical) else None
 
 
+def _both_canonical(a: Any, b: Any) -> bool:
+    return isinstance(b, Canonical) and key_of(b) is not None and key_of(a) is not None
+
+
 def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def __eq__(self: Any, other: Any) -> Any:
         # Two canonical forms are equal exactly when they are one object: type-exact, so that
         # JAX never takes a program traced for one to be right for the other.
-        if isinstance(other, Canonical) and key_of(other) is not None and key_of(self) is not None:
+        if _both_canonical(self, other):
             return self is other
         return base_eq(self, other)
 
     return __eq__
 
 
-def _canonical_ne(self: Any, other: Any) -> Any:
-    result = self.__eq__(other)
-    return result if result is NotImplemented else not result
+def _canonical_ne(base_ne: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def __ne__(self: Any, other: Any) -> Any:
+        if _both_canonical(self, other):
+            return self is not other
+        return base_ne(self, other)
+
+    return __ne__
 
 
 def _kind_name(cls: type) -> str:
@@ -228,7 +236,7 @@ def _identity_hash(self: Any) -> int:
 class CanonicalList(Canonical, ReadOnlyList):
     __slots__ = ("_key", "__weakref__")
     __eq__ = _canonical_eq(list.__eq__)
-    __ne__ = _canonical_ne
+    __ne__ = _canonical_ne(list.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
@@ -238,7 +246,7 @@ class CanonicalList(Canonical, ReadOnlyList):
 class CanonicalDict(Canonical, ReadOnlyDict):
     __slots__ = ("_key", "__weakref__")
     __eq__ = _canonical_eq(dict.__eq__)
-    __ne__ = _canonical_ne
+    __ne__ = _canonical_ne(dict.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
@@ -248,7 +256,7 @@ class CanonicalDict(Canonical, ReadOnlyDict):
 class CanonicalSet(Canonical, ReadOnlySet):
     __slots__ = ("_key",)  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(set.__eq__)
-    __ne__ = _canonical_ne
+    __ne__ = _canonical_ne(set.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
@@ -258,7 +266,7 @@ class CanonicalSet(Canonical, ReadOnlySet):
 class CanonicalFrozenSet(Canonical, OrderedFrozenSet):
     __slots__ = ("_key",)  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(frozenset.__eq__)
-    __ne__ = _canonical_ne
+    __ne__ = _canonical_ne(frozenset.__ne__)
     # By its items, as `==` with a plain frozenset requires.
     __hash__ = frozenset.__hash__
 
@@ -305,7 +313,7 @@ class CanonicalArray(Canonical, np.ndarray):
         return self.view(np.ndarray)[index]
 
     __eq__ = _canonical_eq(np.ndarray.__eq__)  # pyright: ignore[reportAssignmentType]
-    __ne__ = _canonical_ne  # pyright: ignore[reportAssignmentType]
+    __ne__ = _canonical_ne(np.ndarray.__ne__)  # pyright: ignore[reportAssignmentType]
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
 
     def __repr__(self) -> str:
@@ -358,7 +366,7 @@ def canonical_scalar_class(t: type) -> type:
             "_key": None,
             "_base": t,
             "__eq__": _canonical_eq(getattr(t, "__eq__")),
-            "__ne__": _canonical_ne,
+            "__ne__": _canonical_ne(getattr(t, "__ne__")),
             "__hash__": t.__hash__,
             "__repr__": lambda self: repr(_plain_scalar(self)),
             "__copy__": lambda self: self,

@@ -279,11 +279,11 @@ class _Freezer:
         if kind is set:
             # From the set itself where nothing changed: laid out as `set(obj)` would be.
             return ReadOnlySet._make(obj if same and type(obj) is set else items)
-        if same and type(obj) is frozenset:
-            return obj  # Immutable, and iterates as it did.
+        # A plain frozenset where one laid out from its items (as `pickle` and `copy` rebuild
+        # it) iterates as it did: the original itself if nothing changed, it is immutable.
         plain = frozenset(items)
         if all(map(operator.is_, plain, items)):
-            return plain
+            return obj if same and type(obj) is frozenset else plain
         return OrderedFrozenSet._make(items)
 
     def _scalar(self, obj: Any) -> Any:
