@@ -21,11 +21,10 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._caches import cache_clears
-from ._canonical import freeze
 from ._errors import StabilityWarning, warn
 from ._keys import warns_hash_without_eq
 from ._registry import intern
-from ._static import freeze_static, Static
+from ._static import freeze, freeze_static, Static
 
 
 _T = TypeVar("_T")
@@ -221,8 +220,9 @@ class _Walk:
 
     def static(self, obj: Any, path: Any) -> Any:
         """Inside a static field of a plain module: the value must become hashable, and arrays
-        are not allowed. The module's code reads what is stored, so hashable stand-ins are used
-        (a `FrozenDict` for a dict)."""
+        are not allowed. The module's code reads what is stored, so the hashable canonical forms
+        of `_canonical.py` are stored, which read as the original (a `dict` subclass for a
+        dict)."""
         return freeze(obj, self.static_leaf, path)
 
     def static_value(self, obj: Any, path: Any) -> Any:
@@ -383,8 +383,10 @@ def stabilize(tree: _T) -> _T:
     Use it on PyTrees you did not write as a `StableModule`: a plain `eqx.nn.MLP`, a third-party
     module, a tuple of callables. The walk goes into nested Equinox modules (static fields
     included), lists, tuples, NamedTuples, dicts, any registered PyTree node and the function of
-    a `jax.tree_util.Partial`. Static fields holding a list, dict, set or NumPy array become a
-    tuple, `FrozenDict`, frozenset or read-only array holder. Arrays are left as they are.
+    a `jax.tree_util.Partial`. Static fields holding a list, dict, set, frozenset or NumPy array
+    or scalar become a hashable, read-only subclass of the same type, which reads as the
+    original (`==`, iteration order, `jax.tree_util`, copies, `json`, `yaml`) but is compared
+    type-exactly by JAX: `[1]` and `[1.0]` never share a program. Arrays are left as they are.
 
     Nothing is changed in place: a node whose parts change is rebuilt. `stabilize` is
     idempotent, and on an already-stable tree it returns the tree itself.

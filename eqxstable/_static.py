@@ -19,82 +19,26 @@ import operator
 import struct
 import threading
 import weakref
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
 
-
-MSG_READ_ONLY = (
-    "`{cls}.{method}`: a static field of an `eqxstable.StableModule` is read-only, because it "
-    "is part of the PyTree structure (a compiled program was traced for this value). Build a "
-    "new model with the new value, or copy it first (`dict(...)`, `list(...)`, `set(...)`)."
+from ._canonical import (
+    canonical_scalar_class,
+    CanonicalArray,
+    CanonicalDict,
+    CanonicalFrozenSet,
+    CanonicalList,
+    CanonicalSet,
+    key_of,
+    OrderedFrozenSet,
+    ReadOnlyDict,
+    ReadOnlyList,
+    ReadOnlySet,
+    VIEW_BASES,
 )
-
-
-def _read_only(name: str) -> Callable[..., NoReturn]:
-    def method(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError(MSG_READ_ONLY.format(cls=type(self).__mro__[1].__name__, method=name))
-
-    method.__name__ = name
-    return method
-
-
-def _forbid(cls: type, names: Iterable[str]) -> type:
-    for name in names:
-        setattr(cls, name, _read_only(name))
-    return cls
-
-
-class ReadOnlyDict(dict):
-    """A `dict` that cannot be changed: a static field's dict as the module's code reads it.
-    `isinstance(x, dict)`, `==` with a dict, `json.dumps` and `dict(x)` behave as on the dict."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return (ReadOnlyDict, (dict(self),))
-
-    def __repr__(self) -> str:
-        return dict.__repr__(self)
-
-
-class ReadOnlyList(list):
-    """A `list` that cannot be changed: a static field's list as the module's code reads it."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return (ReadOnlyList, (list(self),))
-
-    def __repr__(self) -> str:
-        return list.__repr__(self)
-
-
-class ReadOnlySet(set):
-    """A `set` that cannot be changed: a static field's set as the module's code reads it."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return (ReadOnlySet, (list(self),))
-
-    def __repr__(self) -> str:
-        return set.__repr__(self)
-
-
-_forbid(ReadOnlyDict, ("__setitem__", "__delitem__", "__ior__", "clear", "pop", "popitem"))
-_forbid(ReadOnlyDict, ("setdefault", "update"))
-_forbid(ReadOnlyList, ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "clear"))
-_forbid(ReadOnlyList, ("extend", "insert", "pop", "remove", "reverse", "sort"))
-_forbid(ReadOnlySet, ("__ior__", "__iand__", "__isub__", "__ixor__", "add", "clear", "discard"))
-_forbid(ReadOnlySet, ("difference_update", "intersection_update", "pop", "remove"))
-_forbid(ReadOnlySet, ("symmetric_difference_update", "update"))
-
-
-# What each read-only view stands for, for messages and for the plain-module canonical forms.
-VIEW_BASES: dict[type, type] = {ReadOnlyDict: dict, ReadOnlyList: list, ReadOnlySet: set}
 
 
 class _Anchor:
@@ -151,6 +95,8 @@ class Static(tuple):
 
 # `parts` -> the anchor of the canonical `Static` with those parts.
 _table: "weakref.WeakValueDictionary[tuple, _Anchor]" = weakref.WeakValueDictionary()
+# `parts` -> the canonical form that `freeze` stores in a plain module's static field.
+_forms: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
 _arrays: dict[tuple, list[weakref.ref]] = {}
 # Reentrant: a weak reference callback (`_drop_array`) may run, through garbage collection, on
 # a thread that already holds it.
@@ -166,6 +112,10 @@ _ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
 _FLOAT = struct.Struct("<d")
 # Deeper than this, the rest of a static value is one leaf (never a `RecursionError`).
 _MAX_DEPTH = 64
+# The kinds a walk takes apart; a read-back or canonical form is walked as what it stands for.
+_KINDS: dict[type, type] = {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset}
+_KINDS.update(VIEW_BASES)
+_KINDS[np.ndarray] = _KINDS[CanonicalArray] = np.ndarray
 
 
 def _array_parts(a: np.ndarray) -> tuple:
@@ -174,14 +124,24 @@ def _array_parts(a: np.ndarray) -> tuple:
     return (np.ndarray, a.dtype, a.shape)
 
 
-def _canonical_array(a: np.ndarray) -> np.ndarray:
-    """One read-only array per dtype, shape and bytes (an object array is its own class)."""
-    copy = np.array(a, copy=True)
+def _array_key(a: np.ndarray) -> tuple:
+    """What a walk appends for the canonical array `a` (it is also a `CanonicalArray`'s key)."""
+    return ((*_array_parts(a), id(a)),)
+
+
+def _canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
+    """One read-only array per dtype, shape and bytes (an object array is its own class): a
+    plain `np.ndarray`, or a [`CanonicalArray`][] for a plain module (`canonical`)."""
+    copy = np.array(a, copy=True, subok=False)
     copy.flags.writeable = False
+    if canonical:
+        copy = copy.view(CanonicalArray)
     if copy.dtype.hasobject:
+        if canonical:
+            copy._key = _array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
         return copy
     data = copy.tobytes()
-    key = (*_array_parts(copy), hash(data))
+    key = (*_array_parts(copy), hash(data), canonical)
     with _lock:
         refs = _arrays.setdefault(key, [])
         for ref in refs:
@@ -190,6 +150,8 @@ def _canonical_array(a: np.ndarray) -> np.ndarray:
                 return other
         refs[:] = [r for r in refs if r() is not None]
         refs.append(weakref.ref(copy, lambda r, key=key: _drop_array(key)))
+    if canonical:
+        copy._key = _array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
     return copy
 
 
@@ -203,15 +165,28 @@ def _drop_array(key: tuple) -> None:
 
 
 class _Freezer:
-    """One walk over a static value: builds the value to read back and the table key."""
+    """One walk over a static value: builds the value to read back and the table key.
 
-    __slots__ = ("leaf", "parts", "has_array", "depth")
+    With `canonical`, for a plain module (`freeze`): a list, dict, set, frozenset, NumPy array
+    or scalar becomes the one canonical form of its class, so that it can be hashed and compares
+    type-exactly, where JAX compares it: at the top, or inside tuples and NamedTuples. Inside a
+    canonical form (compared as a whole) and for a `StableModule` (`freeze_static`, keyed as a
+    whole by the `Static`), the read-only forms that keep Python's `==`.
 
-    def __init__(self, leaf: _Leaf, depth: int = 0):
+    A container met twice in one walk is frozen once, and the key says so: `[x, x]` reads back
+    as one list twice (what `is` and a YAML dump's anchors show), `[x, copy(x)]` as two.
+    """
+
+    __slots__ = ("leaf", "parts", "has_array", "depth", "canonical", "seen")
+
+    def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
         self.parts: list = []
         self.has_array = False
-        self.depth = depth
+        self.depth = 0
+        self.canonical = canonical
+        # `id` -> (the object, kept alive; what it froze to; where its parts start).
+        self.seen: dict[int, tuple[Any, Any, int]] = {}
 
     def __call__(self, obj: Any, path: Any) -> Any:
         if self.depth >= _MAX_DEPTH:
@@ -231,61 +206,131 @@ class _Freezer:
             # equals a NaN with the same bits): no need to intern them.
             parts.append((t, _FLOAT.pack(obj) if t is float else obj))
             return obj
-        if t is list or t is ReadOnlyList or t is tuple:
-            parts.append((list if t is ReadOnlyList else t, len(obj)))
+        kind = _KINDS.get(t)
+        if kind is None:
+            if isinstance(obj, np.generic):
+                return self._scalar(obj)
+            if issubclass(t, tuple) and hasattr(obj, "_make") and not hasattr(obj, "__dict__"):
+                # A NamedTuple (a subclass that can hold instance attributes is a leaf: `leaf`
+                # keys those too, where `_make` would drop them).
+                parts.append((t, len(obj)))
+                items = [self(x, (path, i)) for i, x in enumerate(obj)]
+                return obj if all(map(operator.is_, items, obj)) else obj._make(items)
+            return self._leaf(obj, path)
+        if kind is tuple:
+            parts.append((tuple, len(obj)))
             items = [self(x, (path, i)) for i, x in enumerate(obj)]
-            if t is tuple:
-                return obj if all(map(operator.is_, items, obj)) else tuple(items)
-            return ReadOnlyList(items)
-        if t is dict or t is ReadOnlyDict:
-            parts.append((dict, len(obj)))
-            return ReadOnlyDict(
-                [(self(k, (path, "{key}")), self(v, (path, (k,)))) for k, v in obj.items()]
-            )
-        if t is set or t is ReadOnlySet or t is frozenset:
-            parts.append((set if t is ReadOnlySet else t, len(obj)))
-            # Frozen one by one first, then laid out in sorted order, the parts in that order.
-            frozen = [(_Freezer(self.leaf, self.depth), x) for x in obj]
-            items = [(f(x, (path, "{...}")), f) for f, x in frozen]
-            items = [(x, f) for x, f in _sorted_pairs(items)]
-            for _, f in items:
-                parts.extend(f.parts)
-                self.has_array = self.has_array or f.has_array
-            values = [x for x, _ in items]
-            return frozenset(values) if t is frozenset else ReadOnlySet(values)
-        if t is np.ndarray:
+            return obj if all(map(operator.is_, items, obj)) else tuple(items)
+        if kind is np.ndarray:
+            # Equal arrays are one canonical array anyway: that one is shared, not the original.
+            return self._container(obj, kind, path)
+        seen = self.seen.get(id(obj))
+        if seen is not None:
+            # Relative, so that a form's key means the same inside another's.
+            parts.append(("same as", len(parts) - seen[2]))
+            return seen[1]
+        start = len(parts)
+        value = self._container(obj, kind, path)
+        self.seen[id(obj)] = (obj, value, start)
+        return value
+
+    def _container(self, obj: Any, kind: type, path: Any) -> Any:
+        parts = self.parts
+        canonical = self.canonical
+        if canonical:
+            key = key_of(obj)
+            if key is not None and (_forms.get(key) is obj or kind is np.ndarray):
+                # Already the canonical form (alive, so still the one in its table); its key is
+                # what a walk of it appends.
+                parts.extend(key)
+                return obj
+        if kind is np.ndarray:
             self.has_array = True
-            canonical = _canonical_array(obj)
-            parts.append((*_array_parts(canonical), id(canonical)))
-            return canonical
-        if isinstance(obj, np.generic):
-            # Immutable: read back as it is, keyed by its exact type and bytes.
-            self.has_array = True
-            parts.append((t, obj.dtype, obj.tobytes()) if not obj.dtype.hasobject else id(obj))
+            array = _canonical_array(obj, canonical)
+            parts.extend(_array_key(array))
+            return array
+        start = len(parts)
+        # Inside a canonical form, which is compared as a whole: the read-only forms.
+        self.canonical = False
+        try:
+            if kind is list:
+                parts.append((list, len(obj)))
+                items = [self(x, (path, i)) for i, x in enumerate(obj)]
+                value = _new(CanonicalList if canonical else ReadOnlyList, items)
+            elif kind is dict:
+                parts.append((dict, len(obj)))
+                pairs = [(self(k, (path, "{key}")), self(v, (path, (k,)))) for k, v in obj.items()]
+                value = _new(CanonicalDict if canonical else ReadOnlyDict, pairs)
+            else:
+                # A set or frozenset in its own iteration order, which depends on how it was
+                # built: code that loops over it sees that order, so it is part of the value.
+                parts.append((kind, len(obj)))
+                items = [self(x, (path, "{...}")) for x in obj]
+                value = self._set(obj, kind, items, canonical)
+        finally:
+            self.canonical = canonical
+        return self._register(value, start) if canonical else value
+
+    def _set(self, obj: Any, kind: type, items: list, canonical: bool) -> Any:
+        if canonical:
+            cls = CanonicalSet if kind is set else CanonicalFrozenSet
+            return cls._make(items)
+        same = all(map(operator.is_, items, obj))
+        if kind is set:
+            # From the set itself where nothing changed: laid out as `set(obj)` would be.
+            return ReadOnlySet._make(obj if same and type(obj) is set else items)
+        # A plain frozenset where one laid out from its items (as `pickle` and `copy` rebuild
+        # it) iterates as it did: the original itself if nothing changed, it is immutable.
+        plain = frozenset(items)
+        if all(map(operator.is_, plain, items)):
+            return obj if same and type(obj) is frozenset else plain
+        return OrderedFrozenSet._make(items)
+
+    def _scalar(self, obj: Any) -> Any:
+        # Immutable: read back as it is (in a plain module, as an instance of a subclass of its
+        # type that compares type-exactly), keyed by its exact type and bytes.
+        self.has_array = True
+        t = getattr(type(obj), "_base", type(obj))
+        if obj.dtype.hasobject:
+            self.parts.append((t, id(obj)))
             return obj
-        if issubclass(t, tuple) and hasattr(obj, "_make") and not hasattr(obj, "__dict__"):
-            # A NamedTuple (a subclass that can hold instance attributes is a leaf: `leaf` keys
-            # those too, where `_make` would drop them).
-            parts.append((t, len(obj)))
-            items = [self(x, (path, i)) for i, x in enumerate(obj)]
-            return obj if all(map(operator.is_, items, obj)) else obj._make(items)
-        return self._leaf(obj, path)
+        part = (t, obj.dtype, obj.tobytes())
+        if not self.canonical or not isinstance(obj, (np.number, np.bool_)):
+            # A NumPy string, date or record in a plain module is stored as it is (hashable).
+            self.parts.append(part)
+            return obj if type(obj) is t else np.asarray(obj)[()]
+        cls = canonical_scalar_class(t)
+        made = cls(np.asarray(obj)[()])
+        start = len(self.parts)
+        self.parts.append(part)
+        if type(made) is not cls:
+            # NumPy hands out its own two `bool` scalars, whatever the class asked for.
+            return obj
+        return self._register(made, start)
+
+    def _register(self, value: Any, start: int) -> Any:
+        key = tuple(self.parts[start:])
+        with _lock:
+            found = _forms.get(key)
+            if found is None:
+                value._key = key
+                _forms[key] = found = value
+        return found
 
     def _leaf(self, obj: Any, path: Any) -> Any:
         x = self.leaf(obj, path)
         if isinstance(x, jax.Array):
             self.has_array = True  # Kept, after a warning, by the module layer.
         # Equivalent leaves are one object after interning, so the identity is the key; the
-        # `Static` holds the leaf, so the `id` is not reused while the key is in the table.
+        # canonical form holds the leaf, so the `id` is not reused while the key is in a table.
         self.parts.append((type(x), id(x)))
         return x
 
 
-def _sorted_pairs(items: list) -> list:
-    try:
-        return sorted(items, key=lambda pair: pair[0])
-    except TypeError:
-        return items
+def _new(cls: Any, items: list) -> Any:
+    value = cls.__new__(cls)
+    (list.extend if issubclass(cls, list) else dict.update)(value, items)
+    return value
 
 
 def _keep(obj: Any, path: Any) -> Any:
@@ -314,7 +359,7 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
         return obj
     if t in _PLAIN:
         return leaf(obj, path)
-    freezer = _Freezer(leaf)
+    freezer = _Freezer(leaf, canonical=False)
     value = freezer(obj, path)
     parts = tuple(freezer.parts)
     with _lock:
@@ -325,6 +370,34 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
         else:
             found = anchor.static
     return found
+
+
+def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
+    """The canonical form of a static value that a plain `equinox.Module` stores: hashable,
+    type-exact, and read back as the original (see `_canonical.py`). Lists, dicts, sets,
+    frozensets, NumPy arrays and scalars, at any depth, become the one canonical form of their
+    class; tuples and NamedTuples stay what they are, holding canonical forms; everything else
+    is passed to `leaf`. A canonical value is returned as it is.
+
+    **Arguments:**
+
+    - `obj`: the value of a static field.
+    - `leaf`: called as `leaf(x, path)` on every other value; by default the value is kept.
+    - `path`: where `obj` is, passed on to `leaf` as `(path, index)`, `(path, (key,))` or
+        `(path, "{...}")` for an element of a list, dict or set, so that `leaf` can name the
+        place of a bad value (see `render_path` in `_stabilize.py`).
+
+    **Returns:**
+
+    The frozen value.
+    """
+    t = type(obj)
+    if t in _ATOMS:
+        return obj
+    key = key_of(obj)
+    if key is not None and _forms.get(key) is obj:
+        return obj
+    return _Freezer(_keep if leaf is None else leaf, canonical=True)(obj, path)
 
 
 def _restore(value: Any) -> Static:

@@ -1,10 +1,8 @@
 """`es.stabilize`: the canonicalisation of `StableModule` for any PyTree, and the hashable
-canonical forms (`FrozenDict`, `ReadOnlyArray`, `freeze`) it uses for static values."""
+canonical forms (`freeze`, `_canonical.py`) it stores in the static fields of plain modules."""
 
 import collections
 import functools as ft
-import math
-import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -20,7 +18,7 @@ import pytest
 from hypothesis import given
 
 import eqxstable as es
-from eqxstable._canonical import freeze, FrozenDict, ReadOnlyArray
+from eqxstable._static import freeze
 
 from .helpers import compile_log, counting_filter_jit
 
@@ -142,7 +140,7 @@ def test_static_fields_of_plain_modules():
 
     a, b = make(), make()
     assert a.fn is b.fn
-    assert a.sizes == (1, 2)
+    assert a.sizes == [1, 2] and isinstance(a.sizes, list) and a.sizes is b.sizes
     assert jtu.tree_structure(a) == jtu.tree_structure(b)
 
 
@@ -159,107 +157,79 @@ def test_jax_array_in_a_static_field_is_an_error():
 
 
 #
-# The canonical forms of static values.
+# The canonical forms of static values in a plain module (property tests against the original:
+# tests/test_static_readback.py).
 #
 
 
-def test_frozen_dict_reads_like_a_dict():
-    d = FrozenDict({"a": 1, "b": (2, 3)})
+def test_canonical_dict_reads_like_a_dict():
+    d = freeze({"a": 1, "b": (2, 3)})
+    assert isinstance(d, dict) and d == {"a": 1, "b": (2, 3)} and {"a": 1, "b": (2, 3)} == d
     assert d["a"] == 1 and d.get("c") is None and "b" in d and len(d) == 2
     assert list(d.items()) == [("a", 1), ("b", (2, 3))]
-    assert dict(d) == {"a": 1, "b": (2, 3)}
-    assert d | {"c": 4} == FrozenDict(a=1, b=(2, 3), c=4)
-    with pytest.raises(TypeError):
+    assert d | {"c": 4} == {"a": 1, "b": (2, 3), "c": 4}
+    assert repr(d) == "{'a': 1, 'b': (2, 3)}"
+    with pytest.raises(TypeError, match=r"`dict.__setitem__`: .*read-only.*`dict\(...\)`"):
         d["a"] = 2  # pyright: ignore[reportIndexIssue]
     # Insertion order is part of the value: iterating code may depend on it.
-    assert FrozenDict(a=1, b=2) != FrozenDict(b=2, a=1)
+    assert freeze({"a": 1, "b": 2}) is not freeze({"b": 2, "a": 1})
 
 
-def test_equal_static_sets_iterate_alike():
-    a, b = freeze({1, 9}), freeze({9, 1})
-    assert a == b and list(a) == list(b)
-    assert list(freeze([{9, 1}])[0]) == list(frozenset(sorted({1, 9})))
+def test_canonical_forms_are_one_object_per_class_and_type_exact():
+    for make in (lambda v: [v], lambda v: {"k": v}, lambda v: {v}, lambda v: frozenset([v])):
+        one, flt, true = freeze(make(1)), freeze(make(1.0)), freeze(make(True))
+        assert freeze(make(1)) is one and hash(freeze(make(1))) == hash(one)
+        # Python calls the originals equal; a program traced for one computes in another type.
+        assert one != flt and one != true and flt != true
+        assert one == make(1) == one and one == make(1.0)  # Against the original kind: its `==`.
+    # Inside a tuple, which JAX compares with `==`, too.
+    assert freeze(([1],)) != freeze(([1.0],)) and freeze(([1],)) == freeze(([1],))
+    assert freeze(np.float32(2)) != freeze(np.float64(2))
+    scalar = freeze(np.float32(2))
+    assert isinstance(scalar, np.float32)  # pyright: ignore[reportArgumentType]
+    assert repr(scalar) == repr(np.float32(2))
 
 
-def test_read_only_array_works_like_an_array():
-    r = ReadOnlyArray(np.arange(3.0, dtype=np.float32))
+def test_static_sets_iterate_as_assigned():
+    a, b = {1, 9}, {9, 1}
+    assert list(a) != list(b)  # Equal sets, iterating differently: part of the value.
+    fa, fb = freeze(a), freeze(b)
+    assert list(fa) == list(a) and list(fb) == list(b) and fa is not fb
+    assert repr(fb) == repr(b) and list(freeze(frozenset(b))) == list(frozenset(b))
+
+
+def test_canonical_array_works_like_an_array():
+    r = freeze(np.arange(3.0, dtype=np.float32))
+    assert isinstance(r, np.ndarray) and r.dtype == np.float32 and r.shape == (3,)
+    assert type(r + 1) is np.ndarray and type(r[1:]) is np.ndarray
+    np.testing.assert_array_equal(r == 1.0, [False, True, False])  # Elementwise.
     np.testing.assert_array_equal(jnp.asarray(r), [0.0, 1.0, 2.0])
-    assert jnp.asarray(r).dtype == jnp.float32
-    assert np.asarray(r) is r.array and r.shape == (3,) and r.dtype == np.float32
+    assert jnp.asarray(r).dtype == jnp.float32 and repr(r) == repr(np.arange(3.0, dtype="f4"))
     assert r[1] == 1.0 and len(r) == 3 and list(r) == [0.0, 1.0, 2.0]
     np.testing.assert_array_equal(r * jnp.ones(3), [0.0, 1.0, 2.0])
     np.testing.assert_array_equal(jnp.ones(3) + r, [1.0, 2.0, 3.0])
-    out = jax.jit(lambda x: (r @ x, x * r, 2 - r))(jnp.ones(3))
+    out = jax.jit(lambda x: (r @ x, x * r, 2 - r, x[r.astype(int)]))(jnp.ones(3))
     np.testing.assert_array_equal(out[0], 3.0)
     np.testing.assert_array_equal(out[1], [0.0, 1.0, 2.0])
     np.testing.assert_array_equal(out[2], [2.0, 1.0, 0.0])
+    with pytest.raises(ValueError, match=r"read-only.*`np.array\(...\)`"):
+        r[0] = 5.0
     with pytest.raises(ValueError, match="read-only"):
-        r.array[0] = 5.0
+        r += 1
+    assert freeze(np.arange(3.0, dtype=np.float32)) is r
+    assert freeze(np.arange(3.0, dtype=np.float64)) is not r
 
 
 def test_freeze_converts_recursively():
-    frozen = freeze({"a": [1, {2, 3}], "b": {"c": np.zeros(2)}, "d": Point(1, [2])})
-    assert frozen == FrozenDict(
-        a=(1, frozenset({2, 3})), b=FrozenDict(c=ReadOnlyArray(np.zeros(2))), d=Point(1, (2,))
-    )
-    assert type(frozen["d"]) is Point
+    value = {"a": [1, {2, 3}], "b": {"c": np.zeros(2)}, "d": Point(1, [2])}
+    frozen = freeze(value)
+    assert type(frozen["d"]) is Point and frozen["d"] == Point(1, [2])
+    assert frozen["a"] == [1, {2, 3}] and np.array_equal(frozen["b"]["c"], np.zeros(2))
     hash(frozen)
-    assert freeze(frozen) is frozen
-
-
-# Type-exact content equality, written independently of the library: same exact types, floats
-# by their bits (so `0.0 != -0.0` and a NaN equals itself), containers element by element.
-def _exact(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if type(a) is tuple:
-        return len(a) == len(b) and all(map(_exact, a, b))
-    if type(a) is FrozenDict:
-        return _exact(tuple(a.items()), tuple(b.items()))
-    if type(a) is ReadOnlyArray:
-        a, b = a.array, b.array
-        return (a.dtype.str, a.shape, a.tobytes()) == (b.dtype.str, b.shape, b.tobytes())
-    return a == b
-
-
-_scalars = st.one_of(
-    st.booleans(),
-    st.integers(-3, 3),
-    st.sampled_from([0.0, -0.0, 1.0, math.nan, math.inf]),
-    st.floats(allow_nan=True),
-    st.sampled_from(["a", "b"]),
-    st.none(),
-)
-_values = st.recursive(
-    _scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3).map(tuple),
-        st.dictionaries(st.sampled_from(["x", "y", 1, True]), inner, max_size=3).map(FrozenDict),
-    ),
-    max_leaves=8,
-)
-_dicts = st.dictionaries(st.one_of(st.sampled_from(["x", "y"]), st.integers(0, 2)), _values)
-
-
-@given(_dicts, _dicts)
-def test_frozen_dict_equality_is_type_exact_content_equality(a, b):
-    fa, fb = FrozenDict(a), FrozenDict(b)
-    assert (fa == fb) == _exact(fa, fb)
-    assert fa == FrozenDict(a) and hash(fa) == hash(FrozenDict(a))
-    if fa == fb:
-        assert hash(fa) == hash(fb)
-
-
-@given(st.data())
-def test_frozen_dict_equal_rebuilt_copies(data):
-    # Equal content built twice (not the same objects): equal, same hash, and `intern`'d to one.
-    a = data.draw(_dicts)
-    copy = {k: freeze(v) for k, v in a.items()}
-    assert FrozenDict(a) == FrozenDict(copy)
-    assert hash(FrozenDict(a)) == hash(FrozenDict(copy))
-    assert es.intern(FrozenDict(a)) is es.intern(FrozenDict(copy))
+    # JAX compares a tuple item by item: a list in one is canonical (hashable, type-exact).
+    assert freeze(Point(1, [2])) == freeze(Point(1, [2])) != freeze(Point(1, [2.0]))
+    hash(freeze(Point(1, [2])))
+    assert freeze(frozen) is frozen and freeze(value) is frozen
 
 
 _arrays = hnp.arrays(
@@ -269,22 +239,21 @@ _arrays = hnp.arrays(
 
 
 @given(_arrays, _arrays)
-def test_read_only_array_equality_is_dtype_shape_and_bytes(a, b):
-    ra, rb = ReadOnlyArray(a), ReadOnlyArray(b)
+def test_canonical_array_identity_is_dtype_shape_and_bytes(a, b):
+    ra, rb = freeze(a), freeze(b)
     same = (a.dtype.str, a.shape, a.tobytes()) == (b.dtype.str, b.shape, b.tobytes())
-    assert (ra == rb) == same
-    if same:
-        assert hash(ra) == hash(rb)
-    assert ra == ReadOnlyArray(a.copy()) and hash(ra) == hash(ReadOnlyArray(a.copy()))
+    assert (ra is rb) == same
+    if not same:
+        assert not (ra == rb) and ra != rb  # What JAX asks when it compares two structures.
 
 
 @given(_arrays)
-def test_read_only_array_is_a_copy(a):
-    r = ReadOnlyArray(a)
+def test_canonical_array_is_a_copy(a):
+    r = freeze(a)
     before = a.tobytes()
     a[...] = 1
-    assert r.array.tobytes() == before
-    assert not r.array.flags.writeable
+    assert r.tobytes() == before
+    assert not r.flags.writeable
 
 
 def test_registry_interns_frozensets_that_iterate_differently():
