@@ -9,6 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from .helpers import jax_explains_static_arguments
+
 
 ROOT = Path(__file__).parent.parent
 
@@ -74,9 +76,15 @@ def test_jax_jit_compiles_are_counted_and_explained_by_jax(tmp_path):
     rows = _rows(report)
     power = rows["power"]
     assert (power["jit"], power["calls"], power["hits"], power["misses"]) == ("jax", None, None, 3)
-    assert power["misses_by_kind"] == {"first": 1, "static": 2}
-    static = [g for g in power["miss_groups"] if g["kind"] == "static"]
-    assert static[0]["path"] == "args[1]" and "Static(val=2)" in static[0]["reason"]
+    if jax_explains_static_arguments():
+        assert power["misses_by_kind"] == {"first": 1, "static": 2}
+        static = [g for g in power["miss_groups"] if g["kind"] == "static"]
+        assert static[0]["path"] == "args[1]" and "Static(val=2)" in static[0]["reason"]
+    else:
+        # JAX 0.12 does not say why: the doctor says so rather than guess a cause.
+        assert power["misses_by_kind"] == {"first": 1, "unexplained": 2}
+        (group,) = [g for g in power["miss_groups"] if g["kind"] == "unexplained"]
+        assert "JAX did not say what differs" in group["reason"]
     assert power["compile_seconds"] > 0 and power["location"].endswith("script.py:10")
     assert (rows["inner"]["jit"], rows["inner"]["misses"]) == ("jax", 1)
     assert (rows["outer"]["jit"], rows["outer"]["misses"]) == ("equinox", 1)
