@@ -129,3 +129,31 @@ def test_stabilize_prints_one_table_and_counts_in_words(tmp_path):
     words = " ".join(report["text"].split())
     assert "would make the same 1 miss as `equinox.filter_jit` here" in words
     assert "[eqxstable" not in words and "type" not in words
+
+
+def test_a_function_whose_trace_raised_is_reported_with_the_failure(tmp_path):
+    # The only jitted function of the script fails while JAX traces it: the report lists it.
+    proc, report = _doctor(
+        tmp_path,
+        """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        @eqx.filter_jit
+        def broken(x):
+            return x @ jnp.ones(5)
+
+        try:
+            broken(jnp.ones(3))
+        except TypeError:
+            print("raised")
+        """,
+        "--json",
+    )
+    assert proc.stdout == "raised\n"
+    (row,) = report["functions"]
+    assert (row["name"], row["jit"], row["calls"], row["misses"]) == ("broken", "equinox", 1, 1)
+    (group,) = row["miss_groups"]
+    assert group["kind"] == "first"
+    assert "the trace raised TypeError: dot_general" in group["reason"]
+    assert "(nothing was compiled)" in group["reason"]
