@@ -9,6 +9,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .helpers import jax_explains_static_arguments
 
 
@@ -157,3 +159,36 @@ def test_a_function_whose_trace_raised_is_reported_with_the_failure(tmp_path):
     assert group["kind"] == "first"
     assert "the trace raised TypeError: dot_general" in group["reason"]
     assert "(nothing was compiled)" in group["reason"]
+
+
+def test_an_equinox_miss_says_first_what_made_equinox_miss(tmp_path):
+    # A rebuilt `optax.adam` with another learning rate: Equinox misses because the functions are
+    # new objects (identity); eqxstable would miss too, because the learning rate differs.
+    pytest.importorskip("optax")
+    proc, report = _doctor(
+        tmp_path,
+        """
+        import equinox as eqx
+        import jax.numpy as jnp
+        import optax
+
+        @eqx.filter_jit
+        def step(params, state, optim):
+            updates, state = optim.update(params, state, params)
+            return optax.apply_updates(params, updates), state
+
+        params = jnp.ones(3)
+        for lr in (0.001, 0.003):
+            optim = optax.adam(lr)
+            step(params, optim.init(params), optim)
+        """,
+        "--json",
+    )
+    (row,) = report["functions"]
+    (group,) = [g for g in row["miss_groups"] if g["kind"] != "first"]
+    reason = group["reason"]
+    assert reason.startswith("`args[2].init` (also `args[2].update`) is a new function object, ")
+    assert "which `equinox.filter_jit` compares by identity" in reason
+    assert "eqxstable's `filter_jit` would compile too" in reason
+    assert "-0.001 -> -0.003" in reason and "optax.inject_hyperparams" in reason
+    assert "FunctionKey" not in reason

@@ -13,6 +13,7 @@ Only the key forms built in `eqxstable/_keys/` are walked by name; any other tup
 where exactly one item differs. The two values shown are never cut to the same text.
 """
 
+import dis
 import functools as ft
 import struct
 import types
@@ -33,6 +34,7 @@ class Step(NamedTuple):
     kind: str
     name: str
     owner: str = ""
+    code: Any = None
 
 
 def _where(code: types.CodeType) -> str:
@@ -119,11 +121,11 @@ def _function(a: FunctionKey, b: FunctionKey) -> tuple[Step, Any, Any] | None:
             (cx, vx), (cy, vy) = _cell(x), _cell(y)
             if cx is not None and cx == cy:
                 x, y = vx, vy
-            return Step("captured", name, owner), x, y
+            return Step("captured", name, owner, b.code), x, y
     ga, gb = dict(a.globals), dict(b.globals)
     for name in {**ga, **gb}:
         if ga.get(name) != gb.get(name):
-            return Step("global", name, owner), ga.get(name), gb.get(name)
+            return Step("global", name, owner, b.code), ga.get(name), gb.get(name)
     da, db = _items(a.defaults), _items(b.defaults)
     if da is not None and db is not None and len(da) == len(db):
         for name, x, y in zip(_param_names(b.code, len(db)), da, db):
@@ -332,16 +334,71 @@ def describe_change(old: Any, new: Any, rebuilt: bool = False) -> str:
     return f"{place or 'its value'} {verb}: {render_pair(a, b)}"
 
 
+def _writes(code: Any, step: Step) -> bool:
+    """Whether `code` (or a function nested in it) assigns the variable `step` names: a
+    `global n; n += 1` or `nonlocal n; n += 1` counter of the function's own runs."""
+    op = "STORE_GLOBAL" if step.kind == "global" else "STORE_DEREF"
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if any(i.opname == op and i.argval == step.name for i in dis.get_instructions(c)):
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
+
+
+def rebound_advice(old: Any, new: Any) -> str:
+    """What to do about a value a function reads that was rebound after it was used (the
+    function traced again): advice that fits the value, as a clause.
+
+    **Arguments:**
+
+    - `old`, `new`: the function's key before and after the change.
+
+    **Returns:**
+
+    A clause such as "pass what changes as an argument instead".
+    """
+    steps, a, b = difference(old, new)
+    last = steps[-1] if steps else None
+    if last is not None and last.kind in ("global", "captured") and last.code is not None:
+        if _writes(last.code, last):
+            return (
+                f"`{last.name}` is assigned by `{last.owner}` itself (a count of its calls or "
+                "traces?), and changing it from outside (a reset) is a change of what the "
+                "function reads; count in a variable the function alone changes (`nonlocal n; n "
+                "+= 1` in a closure, which eqxstable ignores), or expect this recompile"
+            )
+    if type(a) is FunctionKey or type(b) is FunctionKey:
+        return (
+            "a function it calls was defined again (a re-run notebook cell, an edited helper): "
+            "its code may have changed, so this recompile is expected"
+        )
+    return "pass what changes as an argument instead (an array), or keep it fixed"
+
+
+def another_function(path: str, before: str, after: str, same_name: bool) -> str:
+    if same_name:
+        return (
+            f"`{path}` was defined again: {before} -> {after} (a re-run notebook cell, or an "
+            "edited definition); another definition compiles its own program, so this "
+            "recompile is expected. If the definition did not change, define it once (outside "
+            "the cell or loop that runs again)."
+        )
+    return (
+        f"`{path}` is another function: {before} -> {after}; each function compiles its own "
+        "program, which is expected when you switch it on purpose (a sweep over activations); "
+        "otherwise pass the same function on every call."
+    )
+
+
 def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
     """`(kind, reason)` for two keys of plain Python functions, else `None`."""
     a, b = old.parts, new.parts
     if type(a) is not FunctionKey or type(b) is not FunctionKey:
         return None
     if a.code != b.code:
-        return "static", (
-            f"`{path}` is another function: {_where(a.code)} -> {_where(b.code)}; pass the "
-            "same function on every call."
-        )
+        return "static", another_function(path, _where(a.code), _where(b.code), _again(a, b))
     where = _where(b.code)
     if a.namespace != b.namespace:
         return "identity", (
@@ -375,6 +432,14 @@ def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
                 "could change later; capture an immutable value (a tuple, a frozen dataclass), "
                 "build it once, or use `es.StableModule`/`es.intern`."
             )
+        if any(step.code is not None and _in_optax(step.code) for step in steps):
+            return "static", (
+                f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}; an optax "
+                "hyperparameter is a constant of the optimiser's functions, so each value "
+                "compiles its own program: build the optimiser with "
+                "`optax.inject_hyperparams(optax.adam)(learning_rate=...)` to make it an array "
+                "of the optimiser state instead, or expect one compile per value."
+            )
         return "static", (
             f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}; each distinct "
             "captured value compiles its own program: if it is a number that changes from run "
@@ -391,6 +456,19 @@ def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
     if a.attrs != b.attrs:
         return "static", f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}."
     return None
+
+
+def _again(a: FunctionKey, b: FunctionKey) -> bool:
+    """Whether two definitions are one definition run again (a re-run notebook cell, whose file
+    name changes with each run, or a module executed again): the same qualified name at the
+    same line. Two lambdas of one function on two lines are two functions."""
+    return code_qualname(a.code) == code_qualname(b.code) and (
+        a.code.co_firstlineno == b.code.co_firstlineno
+    )
+
+
+def _in_optax(code: types.CodeType) -> bool:
+    return "/optax/" in code.co_filename.replace("\\", "/")
 
 
 def _is_cell_identity(part: Any) -> bool:
