@@ -1,10 +1,12 @@
 """A pytest plugin (entry point `pytest11`) that bounds how often eqxstable's `filter_jit` traces
 in a test, without hand-written counters:
 
-- `@pytest.mark.max_traces(n)`: the test fails if any stable `filter_jit` traced more than `n`
-    times while it ran, with that function's misses explained (`wrapper.explain()`).
+- `@pytest.mark.max_traces(n)`: the test fails if any stable `filter_jit`, `equinox.filter_jit`
+    or `jax.jit` function traced more than `n` times while it ran, with that function's misses
+    explained (`wrapper.explain()`, or as `eqxstable doctor` explains them).
 - the `traces` fixture: `traces.count(f)` is how often `f` traced during the test so far.
-- the `no_recompiles` fixture: the test runs inside `with es.no_recompiles():`.
+- the `no_recompiles` fixture: the test runs as inside `with es.no_recompiles():`, where a
+    function's first trace *in the test* is allowed.
 - `pytest --eqxstable-verify`: every stable `filter_jit` runs in verify mode (as with
     `EQXSTABLE_VERIFY=1`).
 
@@ -15,6 +17,7 @@ can, since Equinox is not imported before its hook is installed.
 """
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,15 +25,15 @@ import pytest
 
 
 _MARKER_HELP = (
-    "max_traces(n): fail the test if any `eqxstable.filter_jit` function traces more than n "
-    "times while it runs; the failure explains each miss."
+    "max_traces(n): fail the test if any `eqxstable.filter_jit`, `equinox.filter_jit` or "
+    "`jax.jit` function traces more than n times while it runs; the failure explains each miss."
 )
 _MSG_MARKER = (
     "`@pytest.mark.max_traces(n)` takes one int n >= 0, the most traces any `es.filter_jit` "
     "function may make during the test; got {args!r}."
 )
 _MSG_OVER = (
-    "`@pytest.mark.max_traces({limit})`: {count} stable `filter_jit` function(s) traced more "
+    "`@pytest.mark.max_traces({limit})`: {count} {what} function(s) traced more "
     "than {limit} time(s) during this test."
 )
 
@@ -130,24 +133,70 @@ def _limit(marker: pytest.Mark) -> int:
     return args[0]
 
 
+def _explain_compiled(compiled: Any) -> str:
+    """As `TraceWatch.explain_one`, for an `equinox.filter_jit` or `jax.jit` function as the
+    doctor observed it."""
+    jit = "`equinox.filter_jit`" if compiled.jit == "equinox" else "`jax.jit`"
+    where = f"{compiled.location}, " if compiled.location else ""
+    count = len(compiled.misses)
+    lines = [f"`{compiled.name}` ({where}{jit}) compiled {count} time(s) during this test:"]
+    for i, miss in enumerate(compiled.misses, 1):
+        at = f" at `{miss.path}`" if miss.path else ""
+        lines.append(f"  {i}. {miss.kind}{at}: {miss.reason}")
+    return "\n".join(lines)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("max_traces")
     if marker is None:
         return (yield)
     limit = _limit(marker)
+    # Every `equinox.filter_jit` and `jax.jit` the test runs is bounded too, as the doctor
+    # observes them: a test of code that never uses eqxstable's own `filter_jit` is guarded too.
+    from ._doctor._watch import watch as doctor_watch
+
     watch = TraceWatch().start()
     try:
-        result = yield
+        with doctor_watch() as observed:
+            result = yield
     finally:
         watch.stop()
     over = watch.over(limit)
-    if over:
-        lines = [_MSG_OVER.format(limit=limit, count=len(over))]
+    others = [c for c in observed.compiled() if len(c.misses) > limit]
+    if over or others:
+        what = "jitted" if others else "stable `filter_jit`"
+        lines = [_MSG_OVER.format(limit=limit, count=len(over) + len(others), what=what)]
         for wrapper in over:
             lines += ["", watch.explain_one(wrapper)]
+        for compiled in others:
+            lines += ["", _explain_compiled(compiled)]
         pytest.fail("\n".join(lines), pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[Any]:
+    # A guard's `RecompileError` is about the user's call: eqxstable's own frames, where it was
+    # raised, are unlinked from the traceback (pytest rebuilds its entries from the raw chain, so
+    # filtering the entries would not do).
+    excinfo = call.excinfo
+    if excinfo is not None and "eqxstable._errors" in sys.modules:
+        from ._errors import RecompileError
+
+        if isinstance(excinfo.value, RecompileError) and excinfo.tb is not None:
+            package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+            kept = []
+            tb = excinfo.tb
+            while tb is not None:
+                if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(package):
+                    kept.append(tb)
+                tb = tb.tb_next
+            if kept and kept[0] is excinfo.tb:
+                for before, after in zip(kept, [*kept[1:], None]):
+                    before.tb_next = after
+                excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
+    return (yield)
 
 
 @pytest.fixture
@@ -163,9 +212,11 @@ def traces() -> Iterator[TraceWatch]:
 
 @pytest.fixture
 def no_recompiles() -> Iterator[None]:
-    """Runs the test inside `with es.no_recompiles():`: a stable `filter_jit` that has already
-    traced once raises `es.RecompileError` instead of tracing again."""
-    from ._jit import no_recompiles as block
+    """Runs the test as inside `with es.no_recompiles():`, counting from the test's start: a
+    stable `filter_jit` that has already traced once *during the test* raises
+    `es.RecompileError` instead of tracing again (its first trace in the test is allowed, even
+    if an earlier test compiled it for other arguments)."""
+    from ._jit._guards import no_recompiles_within
 
-    with block():
+    with no_recompiles_within():
         yield

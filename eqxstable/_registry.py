@@ -41,7 +41,7 @@ MSG_UNKNOWN = (
 MSG_NAME_TYPE = "`eqxstable.register(name, ...)`: `name` must be a str, not {type}."
 MSG_NAME_EMPTY = (
     "`eqxstable.register({name!r}, ...)`: the name is empty; give the callable a name to look "
-    "it up by, e.g. `es.register(\"swish\", swish)`."
+    'it up by, e.g. `es.register("swish", swish)`.'
 )
 MSG_NOT_CALLABLE = (
     "`eqxstable.register({name!r}, fn)`: `fn` must be a callable (a function, a partial, a "

@@ -95,17 +95,22 @@ def make_data(key: jax.Array, n: int = 256) -> tuple[jax.Array, jax.Array]:
 
 
 class Progress:
-    """A text progress bar over epochs: tqdm when it is installed, else a plain one."""
+    """A text progress bar over epochs: tqdm on a terminal when it is installed, else a plain one.
+
+    Piped into a file or another program, the plain bar prints one line per epoch: what tqdm
+    writes there depends on timing (how many redraws, the rates), so two runs would differ."""
 
     def __init__(self, total: int):
         self.total = total
         self.done = 0
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            self.bar = None
-        else:
-            self.bar = tqdm(total=total, desc="sweep", unit="epoch", file=sys.stdout)
+        self.bar = None
+        if sys.stdout.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                self.bar = tqdm(total=total, desc="sweep", unit="epoch", file=sys.stdout)
 
     def update(self, loss: float) -> None:
         self.done += 1

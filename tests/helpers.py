@@ -170,3 +170,31 @@ def rebindable(value: Any) -> tuple[Callable[[Any], Any], Callable[[Any], None]]
         c = new
 
     return f, rebind
+
+
+@functools.cache
+def jax_explains_static_arguments() -> bool:
+    """Whether this JAX explains a `jax.jit` cache miss caused by a static argument's new value
+    (JAX 0.12 says "cache miss explanation unavailable"; the doctor then reports the compile as
+    `unexplained` rather than `static`)."""
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger = logging.getLogger("jax._src.interpreters.partial_eval")
+    handler = _Collect()
+    logger.addHandler(handler)
+    try:
+        with jax.explain_cache_misses(True):
+
+            @functools.partial(jax.jit, static_argnums=1)
+            def power(x, n):
+                return x**n
+
+            for n in (1, 2):
+                power(1.0, n)
+    finally:
+        logger.removeHandler(handler)
+    return any("Static(" in m for m in messages)

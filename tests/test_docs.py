@@ -16,6 +16,8 @@ import yaml
 
 import eqxstable as es
 
+from .helpers import jax_explains_static_arguments
+
 
 DOCS = Path(__file__).parent.parent / "docs"
 # Guide pages whose ```python blocks run, in order, in one namespace per page. Add yours.
@@ -297,4 +299,6 @@ def test_doctor_page_shows_reports():
 
 @pytest.mark.parametrize("command, shown", _shown_reports())
 def test_doctor_page_shows_what_the_doctor_prints(command: str, shown: str):
+    if "JAX's explanation: different input pytree" in shown and not jax_explains_static_arguments():
+        pytest.skip("the page shows JAX's explanation of a static argument, which this JAX omits")
     assert normalise_report(doctor_report(command)) == normalise_report(shown)

@@ -108,3 +108,42 @@ def test_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
     assert printed and len(printed) == len(printed_stable)
     for i, (line, stable_line) in enumerate(zip(printed, printed_stable)):
         assert (line, stable_line) == different.get(i, (line, line))
+
+
+def test_sweep_prints_the_same_whatever_the_timing(tmp_path: Path):
+    # The README's first step installs tqdm (`.[demo]`), whose bar, written into a pipe, depends
+    # on timing: the comparison above failed whenever it was installed. A stand-in `tqdm` that
+    # writes the clock shows whether the example uses it when its output is not a terminal.
+    stub = tmp_path / "stub"
+    (stub / "tqdm").mkdir(parents=True)
+    (stub / "tqdm" / "__init__.py").write_text(
+        "import time\n\n\n"
+        "class tqdm:\n"
+        "    def __init__(self, *args, file, **kwargs):\n"
+        "        self.file = file\n\n"
+        "    def set_postfix(self, **kwargs):\n"
+        "        pass\n\n"
+        "    def update(self, n):\n"
+        "        print('stub tqdm', time.perf_counter_ns(), file=self.file)\n\n"
+        "    def close(self):\n"
+        "        pass\n"
+    )
+    path = os.pathsep.join([str(stub), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "sweep.py"), "--epochs", "2", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=path),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # The plain bar starts each line with a carriage return (it redraws in place on a terminal),
+    # which text mode reads as a line break.
+    lines = [line for line in proc.stdout.splitlines() if line]
+    assert "stub tqdm" not in proc.stdout
+    assert [line.split("  loss")[0] for line in lines[:2]] == [
+        "sweep [##########..........] epoch 1/2",
+        "sweep [####################] epoch 2/2",
+    ]
+    assert lines[2].startswith("best final loss ")

@@ -8,6 +8,11 @@ import importlib.metadata
 
 import pytest
 
+# Imported here, before any in-process run: pytester removes the modules a run imported when it
+# ends, and a later run would then mix two copies of the jit layer (the `eqxstable` package keeps
+# the first run's). A user's pytest imports each module once.
+import eqxstable._doctor._watch  # noqa: F401
+
 
 _HEADER = """
 import equinox as eqx
@@ -135,12 +140,60 @@ def test_steady(no_recompiles):
     double(jnp.ones(3))  # a first trace is allowed
     double(jnp.ones(3))
 
-def test_new_shape(no_recompiles):
+def test_first_trace_in_this_test(no_recompiles):
+    # `double` traced in the test before, for another shape: its first trace here is allowed.
     double(jnp.ones(7))
+
+def test_new_shape(no_recompiles):
+    double(jnp.ones(8))
+    double(jnp.ones(9))
 """,
     )
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*RecompileError: `double` would recompile inside*"])
+    out = result.stdout.str()
+    # The failure shows the user's line, not eqxstable's own source.
+    assert "double(jnp.ones(9))" in out
+    assert "_guards.py" not in out and "_program.py" not in out
+    assert "raise RecompileError" not in out
+
+
+def test_max_traces_bounds_equinox_and_jax_jit(pytester):
+    result = _run(
+        pytester,
+        """
+from functools import partial
+
+@eqx.filter_jit
+def eqx_scale(x, factor):
+    return x * factor
+
+@partial(jax.jit, static_argnums=1)
+def jax_scale(x, factor):
+    return x * factor
+
+@pytest.mark.max_traces(1)
+def test_equinox_recompiles():
+    for factor in (1, 2, 3):
+        eqx_scale(jnp.ones(2), factor)
+
+@pytest.mark.max_traces(1)
+def test_jax_recompiles():
+    for factor in (1, 2, 3):
+        jax_scale(jnp.ones(2), factor)
+
+@pytest.mark.max_traces(1)
+def test_equinox_steady():
+    for _ in range(3):
+        eqx_scale(jnp.ones(3), 1.5)
+""",
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert out.count("`@pytest.mark.max_traces(1)`: 1 jitted function(s) traced") == 2
+    assert "`eqx_scale` (" in out and "`equinox.filter_jit`) compiled 3 time(s)" in out
+    assert "`jax_scale` (" in out and "`jax.jit`) compiled 3 time(s)" in out
+    assert "  2. static at `args[1]`: static value `args[1]` changed: int 1 -> int 2" in out
 
 
 def test_marker_is_documented(pytester):

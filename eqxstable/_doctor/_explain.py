@@ -149,7 +149,7 @@ def explain_miss(
     try:
         if avoidable:
             return _avoided(history, name, sig, statics, compile_seconds, new_cache)
-        return _made_too(history, name, sig, compile_seconds, predicted)
+        return _made_too(history, name, sig, statics, compile_seconds, predicted)
     finally:
         history.signatures.append(sig)
         history.statics.append(statics)
@@ -162,6 +162,7 @@ def _made_too(
     history: StaticHistory,
     name: str,
     sig: Signature,
+    statics: dict[str, Any],
     compile_seconds: float,
     predicted: Miss | None,
 ) -> ObservedMiss:
@@ -174,7 +175,20 @@ def _made_too(
         # Nothing differs in the arguments: what differs is what eqxstable also watches (a
         # global the function reads, a static changed in place).
         miss = predicted
-    return ObservedMiss(miss.kind, miss.path, miss.reason, False, compile_seconds)
+    reason = miss.reason
+    found = _equinox_differences(history.statics[-1], statics) if history.statics else []
+    if found and miss.kind in ("static", "identity"):
+        # What made Equinox miss comes first: it compares a new function object by identity,
+        # whatever it computes; why eqxstable would miss as well comes after.
+        old, new = history.statics[-1][found[0]], statics[found[0]]
+        if type(old) is type(new) and type(new).__eq__ is object.__eq__:
+            more = f" (also {', '.join(f'`{p}`' for p in found[1:4])})" if found[1:] else ""
+            reason = (
+                f"`{found[0]}`{more} is a new {type(new).__name__} object, which "
+                "`equinox.filter_jit` compares by identity; eqxstable's `filter_jit` would "
+                f"compile too, since it computes something else: {reason}"
+            )
+    return ObservedMiss(miss.kind, miss.path, reason, False, compile_seconds)
 
 
 def _avoided(
@@ -223,9 +237,10 @@ def added_miss(predicted: Miss) -> AddedMiss:
         )
     elif kind == "mutated":
         what = predicted.reason.split(", so ", 1)[0]
+        advice = predicted.reason.rsplit("before the change; ", 1)[-1].rstrip(".")
         reason = (
             f"{what}, yet Equinox reused the program traced before, which may compute with the "
-            "old value; eqxstable's `filter_jit` would trace again."
+            f"old value; eqxstable's `filter_jit` would trace again ({advice})."
         )
     elif kind == "identity":
         reason = (

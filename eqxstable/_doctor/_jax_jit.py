@@ -39,6 +39,7 @@ _SAME_LINE = "seen another function defined on the same line"
 _STATIC_METADATA = re.compile(r"<class '[\w.]+'> with pytree metadata ")
 _INPUT_PATH = re.compile(r"at input path (\S+),")
 _TYPES = re.compile(r"\* at (?P<path>.+?), now (?P<new>\S+) and before (?P<old>\S+)")
+_UNAVAILABLE = "explanation unavailable"
 _PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
 
 
@@ -132,6 +133,17 @@ def parse(message: str) -> _Explained | None:
             kind = _kind_of_types(found["new"], found["old"], detail)
     elif detail.startswith("Tracing context"):
         kind = "context"
+    elif _UNAVAILABLE in detail or not detail:
+        # JAX 0.12 gives no explanation for some misses (a static argument with a new value,
+        # measured): saying "structure" would name a cause JAX never gave.
+        reason = (
+            f'JAX did not say what differs ("{detail or "no explanation"}"); the input '
+            "types are unchanged, so most often a static argument (`static_argnums`/"
+            "`static_argnames`) has a new value: every distinct value compiles its own program. "
+            "Pass it as an array if it changes often; if the new value is a new setting, the "
+            "recompile is expected."
+        )
+        return _Explained(name, at, JaxMiss("unexplained", "", reason))
     reason = f"JAX's explanation: {detail}"
     return _Explained(name, at, JaxMiss(kind, path, reason))
 

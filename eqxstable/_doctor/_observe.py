@@ -345,16 +345,21 @@ class Observer:
         frames = self._stack.frames
         frame = _Frame(lowering=is_lower)
         frames.append(frame)
+        error: BaseException | None = None
         try:
-            out = original(jit_wrapper, is_lower, args, kwargs)
+            return original(jit_wrapper, is_lower, args, kwargs)
+        except BaseException as e:
+            error = e
+            raise
         finally:
             frames.pop()
-        if state is not None:
-            try:
-                self._account(state, frame, jit_wrapper, args, kwargs, decision)
-            except (Exception, UserCodeRefused):  # pragma: no cover
-                pass
-        return out
+            # A call whose trace raised is still a row of the report, with the failure: it may
+            # be the only jitted function the script called.
+            if state is not None and (error is None or frame.traced):
+                try:
+                    self._account(state, frame, jit_wrapper, args, kwargs, decision, error)
+                except (Exception, UserCodeRefused):  # pragma: no cover
+                    pass
 
     def _state(self, jit_wrapper: Any) -> _CacheState:
         anchor = _anchor(jit_wrapper)
@@ -429,6 +434,7 @@ class Observer:
         args: tuple,
         kwargs: dict,
         decision: Decision | None,
+        error: BaseException | None = None,
     ) -> None:
         record = state.record
         record.calls += 1
@@ -483,6 +489,13 @@ class Observer:
                     )
                 except Exception as e:  # pragma: no cover - counted even if not explained.
                     miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
+                if error is not None:
+                    failure = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+                    said = "traced, and the trace raised " + failure + " (nothing was compiled)."
+                    reason = miss.reason.replace("traced and compiled.", said)
+                    if reason == miss.reason:
+                        reason += f" The trace raised {failure} (nothing was compiled)."
+                    miss = miss._replace(reason=reason)
                 record.misses.append(miss)
                 if not state.replaced:
                     # `--stabilize` leaves this wrapper to Equinox: the same miss.

@@ -24,7 +24,7 @@ import jax.tree_util as jtu
 from .._jit import diff, Miss, Signature, signature
 from .._jit._bind import Binder
 from .._jit._cache import Cache, Entry
-from .._jit._describe import describe_change
+from .._jit._describe import describe_change, rebound_advice
 from .._jit._fun import FunParts, split_fun, static_key
 from .._jit._program import fun_names
 from .._jit._signature import _array_leaf, ArrayLeaf
@@ -117,7 +117,7 @@ class Decision(NamedTuple):
     wrapper: ShadowWrapper
     program: ShadowProgram
     entry: Entry
-    rebound: str | None
+    rebound: tuple[str, str] | None
     args: tuple
     kwargs: dict
     leaves: list
@@ -158,7 +158,10 @@ class Predictor:
                 if wrapper.calls:
                     what = describe_change(old, key)
                     name = fun_names(wrapper.fun)[1]
-                    rebound = f"`{name}` had a value it reads rebound after it was used ({what})"
+                    rebound = (
+                        f"`{name}` had a value it reads rebound after it was used ({what})",
+                        rebound_advice(old, key),
+                    )
                 wrapper.fun_key = key
         program = wrapper.program
         if kwargs:
@@ -232,15 +235,16 @@ def _explain(
     wrapper: ShadowWrapper,
     program: ShadowProgram,
     entry: Entry,
-    rebound: str | None,
+    rebound: tuple[str, str] | None,
     sig: Signature,
 ) -> Miss:
     # As `eqxstable._jit._program.Program._explain`, in the same order and words.
     name = fun_names(wrapper.fun)[0]
     if rebound is not None:
+        what, advice = rebound
         reason = (
-            f"{rebound}, so `{name}` was traced again instead of reusing the program compiled "
-            "before the change; pass what changes as an argument instead."
+            f"{what}, so `{name}` was traced again instead of reusing the program compiled "
+            f"before the change; {advice}."
         )
         return Miss("mutated", name, reason)
     mutated = entry.mutated

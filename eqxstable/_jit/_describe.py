@@ -1,20 +1,40 @@
 """Saying in words how two stable keys differ.
 
-"function <lambda> at 0x7f.. -> function <lambda> at 0x7f.." does not tell a user what to change.
-A function's key (`FunctionKey`) records its definition, the globals it reads, its defaults and
+"function <lambda> at 0x7f.. -> function <lambda> at 0x7f.." does not tell a user what to change,
+and neither does "tuple (FunctionKey(... -> tuple (FunctionKey(...". The two keys are walked in
+parallel down to the innermost value that differs, and its place is named in the user's terms:
+the variable a function captures (`co_freevars`), the global it reads, its default argument, an
+attribute or field, an item; the functions on the way are named by their qualified names. A
+function's key (`FunctionKey`) records its definition, the globals it reads, its defaults and
 what it captures, so the difference can be named: another definition (and where each was
 written), or the same definition reading another value (and which variable or global).
+
+Only the key forms built in `eqxstable/_keys/` are walked by name; any other tuple is walked only
+where exactly one item differs. The two values shown are never cut to the same text.
 """
 
+import dis
+import functools as ft
 import struct
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._compat import code_qualname
 from .._keys import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 
 
 _MAX = 40
+
+
+class Step(NamedTuple):
+    """One step from a key into a part of it: `kind` is "captured", "global", "default",
+    "attr", "item" or "through" (a step with no name of its own: a bound method's function);
+    `name` is the variable, attribute or item; `owner` is the function the variable belongs to."""
+
+    kind: str
+    name: str
+    owner: str = ""
+    code: Any = None
 
 
 def _where(code: types.CodeType) -> str:
@@ -28,8 +48,8 @@ def _safe_repr(obj: Any) -> str:
         return f"<{type(obj).__name__} object>"
 
 
-def render(part: Any) -> str:
-    """A short, readable rendering of one part of a key."""
+def _text(part: Any) -> str:
+    """The full rendering of one part of a key (not cut)."""
     if isinstance(part, Key):
         part = part.parts
     if isinstance(part, Namespace):
@@ -41,56 +61,264 @@ def render(part: Any) -> str:
         kind = "object" if obj is None else type(obj).__name__
         return f"a {kind} at {hash(part):#x}"
     if type(part) is MutableKey:
-        return render(part.identity)
+        return _text(part.identity)
     if type(part) is FunctionKey:
         return _where(part.code)
     if isinstance(part, Equal):
-        text = _safe_repr(part.obj)
-    elif isinstance(part, tuple) and len(part) == 2 and part[0] is float:
-        text = repr(struct.unpack("<d", part[1])[0])
-    elif isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], type):
-        text = f"{part[0].__name__} {_safe_repr(part[1])}"
-    else:
-        text = _safe_repr(part)
+        return _safe_repr(part.obj)
+    if isinstance(part, tuple) and len(part) == 2 and part[0] is float:
+        return repr(struct.unpack("<d", part[1])[0])
+    if isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], type):
+        return f"{part[0].__name__} {_safe_repr(part[1])}"
+    return _safe_repr(part)
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= _MAX else text[: _MAX - 3] + "..."
 
 
-def _difference(a: Any, b: Any, where: list[str]) -> tuple[list[str], Any, Any]:
-    """The innermost parts of two keys that differ, and where they sit, in words."""
-    if isinstance(a, Key) and isinstance(b, Key):
-        return _difference(a.parts, b.parts, where)
-    if type(a) is FunctionKey and type(b) is FunctionKey and a.code == b.code:
-        for name, x, y in zip(a.code.co_freevars, a.cells, b.cells):
-            if x != y:
-                return _difference(x, y, [*where, f"the variable `{name}` it captures"])
-        ga, gb = dict(a.globals), dict(b.globals)
-        for name in {**ga, **gb}:
-            if ga.get(name) != gb.get(name):
-                return _difference(
-                    ga.get(name), gb.get(name), [*where, f"the global `{name}` it reads"]
-                )
-        for label, x, y in (
-            ("its default arguments", a.defaults, b.defaults),
-            ("its keyword defaults", a.kwdefaults, b.kwdefaults),
-            ("its attributes", a.attrs, b.attrs),
-        ):
-            if x != y:
-                return [*where, label], x, y
-    if type(a) is MutableKey and type(b) is MutableKey and a.identity == b.identity:
-        # The same object with other contents: changed in place; which item is not needed.
-        return where, a, b
-    if type(a) is tuple and type(b) is tuple and len(a) == len(b) and not isinstance(a[0], type):
-        diffs = [(x, y) for x, y in zip(a, b) if x != y]
-        if len(diffs) == 1:
-            return _difference(*diffs[0], where)
-    return where, a, b
+def render(part: Any) -> str:
+    """A short, readable rendering of one part of a key."""
+    return _cut(_text(part))
 
 
-def describe_change(old: Any, new: Any) -> str:
+def render_pair(a: Any, b: Any) -> str:
+    """`"A -> B"` for two parts, cut where they differ: never two equal texts for two
+    different parts."""
+    x, y = _text(a), _text(b)
+    if len(x) <= _MAX and len(y) <= _MAX:
+        return f"{x} -> {y}"
+    start = next((i for i, (c, d) in enumerate(zip(x, y)) if c != d), min(len(x), len(y)))
+    if start < _MAX - 10:
+        return f"{_cut(x)} -> {_cut(y)}"
+    begin = start - 10
+
+    def window(t: str) -> str:
+        end = begin + _MAX - 6
+        return "..." + t[begin:end] + ("..." if end < len(t) else "")
+
+    return f"{window(x)} -> {window(y)}"
+
+
+def _param_names(code: types.CodeType, count: int) -> list[str]:
+    """The names of the last `count` positional parameters: those the defaults belong to."""
+    names = list(code.co_varnames[: code.co_argcount])
+    return names[len(names) - count :] if count <= len(names) else [str(i) for i in range(count)]
+
+
+def _cell(part: Any) -> tuple[Any, Any]:
+    """`(cell identity or None, contents key)` of one captured variable's key."""
+    if type(part) is tuple and len(part) == 2 and type(part[0]) is Identity:
+        return part[0], part[1]
+    return None, part
+
+
+def _function(a: FunctionKey, b: FunctionKey) -> tuple[Step, Any, Any] | None:
+    """The first part of two keys of the same definition that differs, with its step."""
+    owner = code_qualname(b.code)
+    for name, x, y in zip(b.code.co_freevars, a.cells, b.cells):
+        if x != y:
+            (cx, vx), (cy, vy) = _cell(x), _cell(y)
+            if cx is not None and cx == cy:
+                x, y = vx, vy
+            return Step("captured", name, owner, b.code), x, y
+    ga, gb = dict(a.globals), dict(b.globals)
+    for name in {**ga, **gb}:
+        if ga.get(name) != gb.get(name):
+            return Step("global", name, owner, b.code), ga.get(name), gb.get(name)
+    da, db = _items(a.defaults), _items(b.defaults)
+    if da is not None and db is not None and len(da) == len(db):
+        for name, x, y in zip(_param_names(b.code, len(db)), da, db):
+            if x != y:
+                return Step("default", name, owner), x, y
+    elif a.defaults != b.defaults:
+        return Step("default", "", owner), a.defaults, b.defaults
+    for label, pairs_a, pairs_b in (
+        ("default", a.kwdefaults, b.kwdefaults),
+        ("attr", a.attrs, b.attrs),
+    ):
+        found = _named(pairs_a, pairs_b)
+        if found is not None:
+            name, x, y = found
+            return Step(label, name, owner if label == "default" else ""), x, y
+    return None
+
+
+def _items(part: Any) -> tuple | None:
+    """The items of a plain tuple's key, `(tuple, items)`."""
+    if isinstance(part, Key):
+        part = part.parts
+    if type(part) is tuple and len(part) == 2 and part[0] is tuple and type(part[1]) is tuple:
+        return part[1]
+    return None
+
+
+def _named(a: Any, b: Any) -> tuple[str, Any, Any] | None:
+    """The first differing entry of two `((name, key), ...)` tuples with the same names."""
+    if not (_is_named(a) and _is_named(b)) or [n for n, *_ in a] != [n for n, *_ in b]:
+        return None
+    for x, y in zip(a, b):
+        if x != y:
+            return x[0], (x[1] if len(x) == 2 else x[1:]), (y[1] if len(y) == 2 else y[1:])
+    return None
+
+
+def _is_named(part: Any) -> bool:
+    return type(part) is tuple and all(
+        type(p) is tuple and len(p) >= 2 and type(p[0]) is str for p in part
+    )
+
+
+def _container(a: tuple, b: tuple) -> tuple[Step, Any, Any] | None:
+    """A step into the key of a container, record or callable built in `eqxstable/_keys/`."""
+    head = a[0]
+    if head is tuple and len(a) == 2 and len(a[1]) == len(b[1]):
+        for i, (x, y) in enumerate(zip(a[1], b[1])):
+            if x != y:
+                return Step("item", f"[{i}]"), x, y
+    if isinstance(head, type) and issubclass(head, tuple) and len(a) == 3:
+        # A NamedTuple (or another tuple subclass): its fields by name, then its attributes.
+        fields = getattr(head, "_fields", None)
+        if len(a[1]) == len(b[1]):
+            for i, (x, y) in enumerate(zip(a[1], b[1])):
+                if x != y:
+                    name = f".{fields[i]}" if fields and i < len(fields) else f"[{i}]"
+                    return Step("attr" if fields else "item", name), x, y
+        found = _named(a[2], b[2])
+        if found is not None:
+            return Step("attr", f".{found[0]}"), found[1], found[2]
+    if isinstance(head, type) and issubclass(head, ft.partial) and len(a) == 5:
+        if a[1] != b[1]:
+            return Step("attr", ".func"), a[1], b[1]
+        xa, xb = _items(a[2]), _items(b[2])
+        if xa is not None and xb is not None and len(xa) == len(xb):
+            for i, (x, y) in enumerate(zip(xa, xb)):
+                if x != y:
+                    return Step("attr", f".args[{i}]"), x, y
+        found = _named(a[3], b[3])
+        if found is not None:
+            return Step("attr", f".keywords[{found[0]!r}]"), found[1], found[2]
+    if head in ("method", "jit") and len(a) == 3:
+        if a[1] != b[1]:
+            return Step("through", "__func__" if head == "method" else ""), a[1], b[1]
+        if head == "method":
+            return Step("attr", ".__self__"), a[2], b[2]
+    if head == "module" and len(a) == 3 and a[1] == b[1]:
+        found = _named(a[2], b[2])
+        if found is not None:
+            return Step("attr", f".{found[0]}"), found[1], found[2]
+    if len(a) == 3 and type(a[1]) is tuple and _is_named(a[1]) and _is_named(b[1]):
+        # A frozen dataclass or an Equinox module: (class, fields by name, attributes).
+        found = _named(a[1], b[1]) or _named(a[2], b[2])
+        if found is not None and a[0] == b[0]:
+            return Step("attr", f".{found[0]}"), found[1], found[2]
+    return None
+
+
+def _walkable(part: Any) -> bool:
+    return isinstance(part, (Key, tuple))
+
+
+def difference(a: Any, b: Any) -> tuple[list[Step], Any, Any]:
+    """The innermost parts of two keys that differ, and the steps that lead there.
+
+    **Arguments:**
+
+    - `a`, `b`: two stable keys (or parts of keys) that differ.
+
+    **Returns:**
+
+    `(steps, x, y)`: `x` and `y` are the innermost differing parts of `a` and `b`, reached from
+    them by `steps` (an empty list when `a` and `b` differ as a whole).
+    """
+    steps: list[Step] = []
+    for _ in range(200):  # Keys are at most 100 levels deep.
+        if isinstance(a, Key):
+            a = a.parts
+        if isinstance(b, Key):
+            b = b.parts
+        if a == b:
+            break
+        found = None
+        if type(a) is FunctionKey and type(b) is FunctionKey:
+            if a.code == b.code and a.namespace == b.namespace:
+                found = _function(a, b)
+        elif type(a) is MutableKey or type(b) is MutableKey:
+            # The same object with other contents was changed in place; another object is a
+            # new object: which item differs is not needed either way.
+            break
+        elif type(a) is tuple and type(b) is tuple and a and b and len(a) == len(b):
+            found = _container(a, b)
+            if found is None and not isinstance(a[0], type) and a[0] == b[0]:
+                # Another form: followed only where exactly one item differs.
+                diffs = [(x, y) for x, y in zip(a, b) if x != y]
+                if len(diffs) == 1 and all(map(_walkable, diffs[0])):
+                    found = (Step("through", ""), *diffs[0])
+        if found is None:
+            break
+        step, a, b = found
+        steps.append(step)
+    return steps, a, b
+
+
+def _segments(steps: list[Step]) -> list[tuple[Step, str]]:
+    """The steps grouped into variables and what is reached from each: `(variable step,
+    expression)`, e.g. `(captured update_fns, "update_fns[1]")`; attributes and items before the
+    first variable are grouped under a `through` step."""
+    out: list[tuple[Step, str]] = []
+    for step in steps:
+        if step.kind in ("captured", "global", "default"):
+            out.append((step, step.name))
+        elif step.kind in ("attr", "item"):
+            if not out:
+                out.append((Step("through", ""), ""))
+            head, text = out[-1]
+            out[-1] = (head, text + step.name)
+    return out
+
+
+def _place(steps: list[Step], top: str | None) -> str:
+    """Where the difference is, in words; `top` is the qualified name of the function the walk
+    started from (its variables are "it captures"), or `None`."""
+    segments = _segments(steps)
+    if not segments:
+        return ""
+    head, expr = segments[-1]
+    route = [text for _, text in segments[:-1] if text]
+    inner = expr if expr.startswith((".", "[")) or not expr else expr
+    base = head.name
+    if head.kind == "through":
+        where = f"`{inner.lstrip('.')}`" if inner else ""
+    else:
+        of_top = head.owner == top and not route
+        if head.kind == "captured":
+            what = "it captures" if of_top else f"captured by `{head.owner}`"
+        elif head.kind == "global":
+            what = "it reads" if of_top else f"read by `{head.owner}`"
+        else:
+            what = "" if of_top else f" of `{head.owner}`"
+        if head.kind == "default":
+            label = f"default argument `{base}`" if base else "default arguments"
+            label = f"its {label}" if of_top else f"the {label}"
+        else:
+            label = f"the {'global ' if head.kind == 'global' else ''}`{base}`"
+        label = f"{label}{'' if head.kind == 'default' else ' '}{what}"
+        where = label if inner == base else f"`{inner}` in {label}"
+    if route:
+        where += f" (reached through {' -> '.join(f'`{r}`' for r in route)})"
+    return where
+
+
+def describe_change(old: Any, new: Any, rebuilt: bool = False) -> str:
     """How a static value's key changed, as a clause: "the global `lr` it reads was rebound:
-    0.1 -> 0.5", "the list held by the variable `v` it captures was changed in place"."""
-    where, a, b = _difference(old, new, [])
-    place = " of ".join(reversed(where))
+    0.1 -> 0.5", "the list held by the `v` it captures was changed in place", "the `step_size`
+    captured by `scale.<locals>.update_fn` (reached through `update_fns[1]` -> `tx.update`)
+    changed: -0.001 -> -0.003". `rebuilt`: the two keys are of two objects (a function made
+    again), so nothing "was rebound"."""
+    top = old.parts if isinstance(old, Key) else old
+    qualname = code_qualname(top.code) if type(top) is FunctionKey else None
+    steps, a, b = difference(old, new)
+    place = _place(steps, qualname)
     if type(a) is MutableKey and type(b) is MutableKey and a.identity == b.identity:
         kind = type(a.identity.obj).__name__
         return (
@@ -98,10 +326,70 @@ def describe_change(old: Any, new: Any) -> str:
             if place
             else (f"the {kind} was changed in place")
         )
-    verb = (
-        "was rebound" if where and ("variable" in where[-1] or "global" in where[-1]) else "changed"
+    last = _segments(steps)[-1] if steps and _segments(steps) else None
+    rebound = (
+        last is not None and last[0].kind in ("captured", "global") and last[1] == last[0].name
     )
-    return f"{place or 'its value'} {verb}: {render(a)} -> {render(b)}"
+    verb = "was rebound" if rebound and not rebuilt else "changed"
+    return f"{place or 'its value'} {verb}: {render_pair(a, b)}"
+
+
+def _writes(code: Any, step: Step) -> bool:
+    """Whether `code` (or a function nested in it) assigns the variable `step` names: a
+    `global n; n += 1` or `nonlocal n; n += 1` counter of the function's own runs."""
+    op = "STORE_GLOBAL" if step.kind == "global" else "STORE_DEREF"
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if any(i.opname == op and i.argval == step.name for i in dis.get_instructions(c)):
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
+
+
+def rebound_advice(old: Any, new: Any) -> str:
+    """What to do about a value a function reads that was rebound after it was used (the
+    function traced again): advice that fits the value, as a clause.
+
+    **Arguments:**
+
+    - `old`, `new`: the function's key before and after the change.
+
+    **Returns:**
+
+    A clause such as "pass what changes as an argument instead".
+    """
+    steps, a, b = difference(old, new)
+    last = steps[-1] if steps else None
+    if last is not None and last.kind in ("global", "captured") and last.code is not None:
+        if _writes(last.code, last):
+            return (
+                f"`{last.name}` is assigned by `{last.owner}` itself (a count of its calls or "
+                "traces?), and changing it from outside (a reset) is a change of what the "
+                "function reads; count in a variable the function alone changes (`nonlocal n; n "
+                "+= 1` in a closure, which eqxstable ignores), or expect this recompile"
+            )
+    if type(a) is FunctionKey or type(b) is FunctionKey:
+        return (
+            "a function it calls was defined again (a re-run notebook cell, an edited helper): "
+            "its code may have changed, so this recompile is expected"
+        )
+    return "pass what changes as an argument instead (an array), or keep it fixed"
+
+
+def another_function(path: str, before: str, after: str, same_name: bool) -> str:
+    if same_name:
+        return (
+            f"`{path}` was defined again: {before} -> {after} (a re-run notebook cell, or an "
+            "edited definition); another definition compiles its own program, so this "
+            "recompile is expected. If the definition did not change, define it once (outside "
+            "the cell or loop that runs again)."
+        )
+    return (
+        f"`{path}` is another function: {before} -> {after}; each function compiles its own "
+        "program, which is expected when you switch it on purpose (a sweep over activations); "
+        "otherwise pass the same function on every call."
+    )
 
 
 def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
@@ -110,10 +398,7 @@ def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
     if type(a) is not FunctionKey or type(b) is not FunctionKey:
         return None
     if a.code != b.code:
-        return "static", (
-            f"`{path}` is another function: {_where(a.code)} -> {_where(b.code)}; pass the "
-            "same function on every call."
-        )
+        return "static", another_function(path, _where(a.code), _where(b.code), _again(a, b))
     where = _where(b.code)
     if a.namespace != b.namespace:
         return "identity", (
@@ -124,12 +409,14 @@ def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
         if x == y:
             continue
         if _is_cell_identity(x) or _is_cell_identity(y):
-            return "identity", (
-                f"`{path}` is {where}, but the `{name}` it captures is another variable (a loop "
-                "variable, or one that can be reassigned), compared by identity because it "
-                "could change later; build the function in a factory (`def make(v): return "
-                "lambda x: ...`) or use `es.StableModule`/`es.intern`."
-            )
+            (cx, _), (cy, _) = _cell(x), _cell(y)
+            if cx is None or cy is None or cx != cy:
+                return "identity", (
+                    f"`{path}` is {where}, but the `{name}` it captures is another variable (a "
+                    "loop variable, or one that can be reassigned), compared by identity because "
+                    "it could change later; build the function in a factory (`def make(v): "
+                    "return lambda x: ...`) or use `es.StableModule`/`es.intern`."
+                )
         if type(x) is MutableKey or type(y) is MutableKey:
             return "identity", (
                 f"`{path}` is {where}, but the `{name}` it captures is a new object "
@@ -137,21 +424,51 @@ def function_change(path: str, old: Key, new: Key) -> tuple[str, str] | None:
                 "later; capture an immutable value (a tuple, a frozen dataclass), build it "
                 "once, or use `es.StableModule`/`es.intern`."
             )
+        steps, inner_a, inner_b = difference(a, b)
+        if type(inner_a) is MutableKey or type(inner_b) is MutableKey:
+            return "identity", (
+                f"`{path}` is {where}, but {_place(steps, code_qualname(b.code))} is a new "
+                f"object ({render_pair(inner_a, inner_b)}), compared by identity because it "
+                "could change later; capture an immutable value (a tuple, a frozen dataclass), "
+                "build it once, or use `es.StableModule`/`es.intern`."
+            )
+        if any(step.code is not None and _in_optax(step.code) for step in steps):
+            return "static", (
+                f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}; an optax "
+                "hyperparameter is a constant of the optimiser's functions, so each value "
+                "compiles its own program: build the optimiser with "
+                "`optax.inject_hyperparams(optax.adam)(learning_rate=...)` to make it an array "
+                "of the optimiser state instead, or expect one compile per value."
+            )
         return "static", (
-            f"`{path}` is {where}, but the `{name}` it captures changed: {render(x)} -> "
-            f"{render(y)}; each captured value compiles its own program, so pass the value as "
-            "an argument (an array) if it changes often."
+            f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}; each distinct "
+            "captured value compiles its own program: if it is a number that changes from run "
+            "to run, pass it as an argument (an array) instead; if the recompile is wanted (a "
+            "new setting), nothing needs to change."
         )
     if a.globals != b.globals:
-        return "static", f"`{path}` is {where}, but {describe_change(a, b)}."
+        return "static", f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}."
     if (a.defaults, a.kwdefaults) != (b.defaults, b.kwdefaults):
         return "static", (
-            f"`{path}` is {where}, but its default arguments changed: "
-            f"{render(a.defaults)} -> {render(b.defaults)}; pass them as arguments instead."
+            f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}; pass them as "
+            "arguments instead."
         )
     if a.attrs != b.attrs:
-        return "static", f"`{path}` is {where}, but its attributes changed."
+        return "static", f"`{path}` is {where}, but {describe_change(a, b, rebuilt=True)}."
     return None
+
+
+def _again(a: FunctionKey, b: FunctionKey) -> bool:
+    """Whether two definitions are one definition run again (a re-run notebook cell, whose file
+    name changes with each run, or a module executed again): the same qualified name at the
+    same line. Two lambdas of one function on two lines are two functions."""
+    return code_qualname(a.code) == code_qualname(b.code) and (
+        a.code.co_firstlineno == b.code.co_firstlineno
+    )
+
+
+def _in_optax(code: types.CodeType) -> bool:
+    return "/optax/" in code.co_filename.replace("\\", "/")
 
 
 def _is_cell_identity(part: Any) -> bool:

@@ -6,10 +6,10 @@ import contextvars
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from .._errors import RecompileError, RecompileWarning
-from ._accounting import Miss
+from ._accounting import current, Miss
 
 
 OnRecompile = Literal["ignore", "warn", "raise"]
@@ -68,6 +68,50 @@ def no_recompiles() -> Iterator[None]:
         _frozen.reset(token)
 
 
+# Blocks whose "first trace" counts from the block's start (the pytest plugin's `no_recompiles`
+# fixture): each holds `{id(stats): (stats, misses before the block)}` of the wrappers then alive.
+_blocks: contextvars.ContextVar[tuple[dict, ...]] = contextvars.ContextVar(
+    "eqxstable_no_recompiles_within", default=()
+)
+
+
+@contextlib.contextmanager
+def no_recompiles_within() -> Iterator[None]:
+    """As `no_recompiles()`, but each stable `filter_jit`'s first trace *inside the block* is
+    allowed, whatever it traced before: a test's own first call of a function that an earlier
+    test compiled for other types. A second trace inside the block raises `RecompileError`."""
+    from ._accounting import live_wrappers
+
+    baseline = {id(w._stats): (w._stats, _missed(w._stats)) for w in live_wrappers}
+    token = _blocks.set((*_blocks.get(), baseline))
+    try:
+        yield
+    finally:
+        _blocks.reset(token)
+
+
+def _missed(stats: Any) -> int:
+    # How many misses the wrapper made: the same number `check` is given as `traced_before`.
+    missed = getattr(stats, "missed", None)
+    return missed if isinstance(missed, int) else len(stats.misses)
+
+
+def _traced_within(traced_before: int) -> bool:
+    """Whether the calling wrapper already traced inside an enclosing `no_recompiles_within()`."""
+    blocks = _blocks.get()
+    call = current.call if blocks else None
+    if call is None:
+        return False
+    for baseline in blocks:
+        stats, before = baseline.get(id(call.stats), (None, 0))
+        if stats is not call.stats or before > traced_before:
+            # Made inside the block, or its counts were cleared (`cache_clear()`) since.
+            before = 0
+        if traced_before - before >= 1:
+            return True
+    return False
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -105,7 +149,7 @@ def check(
         )
     if traced_before == 0:
         return
-    if _frozen.get():
+    if _frozen.get() or _traced_within(traced_before):
         raise RecompileError(_MSG_FROZEN.format(name=name, reason=miss.reason))
     if on_recompile == "raise":
         raise RecompileError(_MSG_ON_RECOMPILE.format(name=name, reason=miss.reason))

@@ -22,12 +22,19 @@ import numpy as np
 from jax.core import Tracer
 
 from .._canonical import freeze
-from .._compat import flat_module_aux
-from .._keys import Identity, key_uses_identity, stable_key, too_many_objects
+from .._compat import code_qualname, flat_module_aux
+from .._keys import (
+    FunctionKey,
+    Identity,
+    key_uses_identity,
+    MutableKey,
+    stable_key,
+    too_many_objects,
+)
 from .._keys._context import MAX_OBJECTS
 from .._static import Static, VIEW_BASES
 from ._accounting import Miss, MissKind
-from ._describe import function_change
+from ._describe import another_function, function_change
 
 
 _SCALARS = (bool, int, float, complex)
@@ -221,6 +228,12 @@ def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Differen
     if described is not None:
         kind, reason = described
         return _Difference(kind, path, reason)  # pyright: ignore[reportArgumentType]
+    before, after = _callable_name(old), _callable_name(new)
+    if before is not None and after is not None and before != after:
+        # `jax.nn.relu` -> `jax.nn.gelu`: another computation, not a new object to build once.
+        return _Difference(
+            "static", path, another_function(path, f"`{before}`", f"`{after}`", False)
+        )
     if old.type is new.type and (
         (_by_identity(old) and _by_identity(new))
         or (old.text == new.text and old.type not in _SCALARS)
@@ -246,6 +259,21 @@ def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Differen
         path,
         f"static value `{path}` changed: {_describe_static(old)} -> {_describe_static(new)}; {fix}",
     )
+
+
+def _callable_name(leaf: StaticLeaf) -> str | None:
+    """The name of a function-like static value (`jax.nn.relu`, a user function, a callable
+    object), or `None` for anything else."""
+    if issubclass(leaf.type, type) or not any("__call__" in vars(c) for c in leaf.type.__mro__):
+        return None
+    parts = leaf.key.parts
+    if type(parts) is FunctionKey:
+        return code_qualname(parts.code)
+    if type(parts) is MutableKey:
+        parts = parts.identity
+    obj = parts.obj if isinstance(parts, Identity) else None
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return name if isinstance(name, str) else None
 
 
 def _by_identity(leaf: StaticLeaf) -> bool:

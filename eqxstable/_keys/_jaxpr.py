@@ -12,7 +12,8 @@ JAX runs from it:
   contexts (equal settings, one object), older JAX (0.5.3, measured) makes one per equation
   and gives it no `__eq__`;
 - each variable by its position (the order it is bound in: constvars, invars, then each
-  equation's outputs) and its abstract value; dropped outputs as such;
+  equation's outputs) and its abstract value (by the value of each of its slots: newer JAX
+  makes equal avals that are not the same object and have no `__eq__`); dropped outputs as such;
 - literals by their exact type and bits (through the key function) and abstract value;
 - the jaxpr's effects; a `ClosedJaxpr`'s constants by dtype, shape and bytes.
 
@@ -101,13 +102,13 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
 
     def bind(var: Any) -> Hashable:
         if isinstance(var, _DROP):
-            return ("drop", key_of(var.aval))
+            return ("drop", _aval(var.aval, key_of))
         positions[id(var)] = len(positions)
         return ("var", _var_type(var, key_of))
 
     def use(atom: Any) -> Hashable:
         if isinstance(atom, _LITERAL):
-            return ("literal", _value(atom.val, key_of), key_of(atom.aval))
+            return ("literal", _value(atom.val, key_of), _aval(atom.aval, key_of))
         position = positions.get(id(atom))
         if position is None:
             raise _Unkeyable
@@ -179,7 +180,35 @@ def _setting(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
 def _var_type(var: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     # Beside the abstract value, a variable may carry "quasi-dynamic data" (mutable arrays).
     extra = tuple(key_of(getattr(var, name, None)) for name in ("initial_qdd", "final_qdd"))
-    return (key_of(var.aval), extra)
+    return (_aval(var.aval, key_of), extra)
+
+
+def _aval(aval: Any, key_of: Callable[[Any], Hashable], depth: int = 0) -> Hashable:
+    """An abstract value (`ShapedArray`) by its type and the value of each of its slots.
+
+    JAX treats avals as immutable values, but newer JAX (0.12, measured) gives `ShapedArray` no
+    `__eq__` of its own and interns only some of them, so two jaxprs of one computation hold
+    different aval objects: keyed by identity, they were never equal. Every slot is keyed (a
+    slot caching a derived aval of the same type, `_stripped_weak_type`, by this same rule), so
+    two avals share a key only when all their state is equal. An aval with a `__dict__` (state
+    this does not know of) is keyed by `key_of`, as before."""
+    t = type(aval)
+    if hasattr(aval, "__dict__") or depth > 2:
+        return key_of(aval)
+    names = []
+    for c in t.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    settings = []
+    for name in names:
+        if name == "__weakref__":
+            continue
+        value = getattr(aval, name, _UNSET)
+        if type(value) is t:
+            settings.append((name, _aval(value, key_of, depth + 1)))
+        else:
+            settings.append((name, _setting(value, key_of)))
+    return ("aval", key_of(t), tuple(settings))
 
 
 def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
