@@ -2,7 +2,7 @@
 identity fallbacks, and the memo that makes the key of an already-seen object cheap.
 
 The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
-`_rules.py`; they reach this module's `key` through `_rules.resolve`, installed at import time.
+`_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use.
 """
 
 import weakref
@@ -31,6 +31,7 @@ class Ctx:
         "identity",
         "copied_arrays",
         "by_value",
+        "own_eq",
     )
 
     def __init__(self, by_value: bool = False) -> None:
@@ -48,6 +49,9 @@ class Ctx:
         self.identity = False
         # Whether a NumPy array was keyed by contents where `intern` hands out a read-only copy.
         self.copied_arrays = False
+        # Whether some part is compared by an object's own `==` (`Equal`): shared by `==`, yet
+        # never substituted by `intern`.
+        self.own_eq = False
 
     def watch(self) -> Watch:
         return Watch(tuple(self.states), tuple(self.names), tuple(self.blobs))
@@ -60,11 +64,6 @@ class Ctx:
 
 Handler = Callable[[Any, Ctx, bool], Any]
 HANDLERS: dict[type, Handler] = {}
-
-
-def resolve(t: type) -> Handler:
-    """Installed by `_rules.py` (which imports the handlers, which import this module)."""
-    raise RuntimeError("eqxstable._keys._rules was not imported")
 
 
 def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

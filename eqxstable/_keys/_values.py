@@ -1,8 +1,7 @@
 """Keys of values: numbers and strings by exact type and bits, immutable containers by their
 items, objects that can change in place by their identity and their contents, NumPy arrays by
-dtype, shape and bytes, and hashable library objects by what `pickle` would save of them."""
+dtype, shape and bytes, and objects with an `==` of their own by that `==` (never substituted)."""
 
-import copyreg
 import dataclasses
 import functools as ft
 import struct
@@ -130,10 +129,6 @@ def dict_state(d: dict) -> tuple:
     return (len(d), *d.keys(), *d.values())
 
 
-def set_state(s: Any) -> tuple:
-    return (len(s), *s)
-
-
 _slot_names: dict[type, tuple[str, ...]] = {}
 
 
@@ -180,16 +175,6 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 mutable = compound(_mutable)
-
-
-@compound
-def sized(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """A library container with no attributes to read (`collections.deque`, `array.array`): this
-    very object and its items now; a copy of them is compared on each call."""
-    ctx.identity = True
-    ctx.states.append((obj, _copy_state, ()))
-    items = tuple([key(x, ctx, False) for x in obj])
-    return MutableKey(Identity(obj), (Namespace(type(obj)), items))
 
 
 @compound
@@ -281,45 +266,46 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 
 @compound
-def by_reduce(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """A hashable object (by Python's data model, immutable): its exact class and what `pickle`
-    saves of it, keyed by value. `Decimal('1.00')` and `Decimal('1.0')`, or a `datetime` in two
-    time zones, are equal under `==` but not here. Where that state cannot be had, or holds
-    changeable objects, a library class's own `==` is used, and a user's object is its identity
-    and contents."""
-    t = type(obj)
+def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """An object whose class defines its own `__eq__` and `__hash__` and is not on the allowlist
+    (a user's class, a library's value class not known here): compared with its own `==`, within
+    its exact type, as Equinox compares static values, and never substituted by `intern` (two
+    equal objects may each hold lists of their own). Never keyed by a guessed state
+    (`__reduce_ex__`, `__getstate__`): its `==` must hold, and, as a further condition that can
+    only ever split keys, so must every attribute Python can see (by the usual rules: a list by
+    identity), watched; an `==` that calls everything equal cannot then share a program between
+    two objects that compute differently."""
     try:
-        hash(obj)
+        obj_hash = hash(obj)
     except Exception:
         return identity(obj, ctx)
-    try:
-        reduced = obj.__reduce_ex__(4)
-    except Exception:
-        reduced = None
-    if isinstance(reduced, tuple) and len(reduced) >= 2:
-        # What `__reduce_ex__` returns is made afresh: its lists and dicts are keyed by contents.
-        sub = Ctx(by_value=True)
-        sub.stack, sub.depth = ctx.stack, ctx.depth
-        func, args, *rest = reduced
-        if func is copyreg.__newobj__ or func is copyreg._reconstructor:  # pyright: ignore
-            args = args[1:]
-        attrs: Any = ()
-        if rest and rest[0] is getattr(obj, "__dict__", MISSING):
-            # The object's own attributes: by value (and watched), not as a changeable dict.
-            attrs, rest = extra_attrs(obj, sub), rest[1:]
-        try:
-            state = (key((args, *rest), sub, False), attrs)
-        except Exception:
-            state = None
-        if state is not None and not sub.identity:
-            ctx.extend(sub.watch())
-            return (Namespace(t), key(func, ctx, False), state)
-    if library_class(t):
-        try:
-            return Equal(obj, hash(obj))
-        except Exception:
-            return identity(obj, ctx)
-    return _mutable(obj, ctx, content_ok)
+    ctx.own_eq = True
+    t = type(obj)
+    slots = slots_of(t)
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    state = (
+        extra_attrs(obj, ctx),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), state)
+
+
+@compound
+def own_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-own-value`: one of eqxstable's own immutable canonical forms (`FrozenDict`,
+    `ReadOnlyArray`), by what its `__reduce__` rebuilds it from, which is its whole state by
+    design (lists and dicts there are made afresh: by contents). Where that holds something
+    keyed by identity, its own exact `==` (written for this package)."""
+    func, args = obj.__reduce__()[:2]
+    sub = Ctx(by_value=True)
+    sub.stack, sub.depth = ctx.stack, ctx.depth
+    state = key(args, sub, False)
+    if sub.identity:
+        return Equal(obj, hash(obj))
+    ctx.extend(sub.watch())
+    ctx.own_eq |= sub.own_eq
+    return (Namespace(type(obj)), key(func, ctx, False), state)
 
 
 @compound
@@ -339,13 +325,13 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         items = tuple(
             (k, key(v, ctx, False))
             for k, v in d.items()
-            if k not in IGNORED_ATTRS and not (_dunder(k) and (not callable(v) or _generated(v)))
+            if k not in IGNORED_ATTRS and not (_dunder(k) and (not callable(v) or generated(v)))
         )
         out.append((Namespace(c), items))
     return ("class", Namespace(cls), tuple(out))
 
 
-def _generated(f: Any) -> bool:
+def generated(f: Any) -> bool:
     f = getattr(f, "__wrapped__", f)
     code = getattr(f, "__code__", None)
     return code is not None and code.co_filename == "<string>"
