@@ -97,7 +97,9 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     eqns = []
     for eqn in jaxpr.eqns:
         ins = tuple(map(use, eqn.invars))
-        params = tuple((name, _param(value, key_of)) for name, value in sorted(eqn.params.items()))
+        params = tuple(
+            (name, _param(value, key_of)) for name, value in sorted(eqn.params.items())
+        )
         effects = key_of(frozenset(eqn.effects))
         outs = tuple(map(bind, eqn.outvars))
         context = _context(eqn.ctx, key_of)
