@@ -7,6 +7,7 @@ import ctypes
 import dataclasses
 import datetime
 import decimal
+import enum
 import fractions
 import importlib
 import inspect
@@ -378,3 +379,88 @@ def test_allowlisted_containers_of_values_stay_substitutable(v):
     for make in (lambda: (v, v), lambda: Pair(v, (v,)), lambda: Point((v,))):
         a, b = make(), make()
         assert key(a) == key(b) and key(a).substitutable and es.intern(b) is es.intern(a)
+
+
+#
+# Reproductions from the generative zoo (`tests/differential`'s zoo helper), one test each.
+#
+
+
+@pytest.mark.counts_traces
+@pytest.mark.filterwarnings("ignore:A JAX array is being set as static")
+def test_zoo_numpy_void_changed_in_place_is_retraced():
+    class Box(eqx.Module):
+        v: Any = eqx.field(static=True)
+
+    @es.filter_jit
+    def f(box, x):
+        return x * float(box.v["a"])
+
+    arr = np.zeros(1, dtype=[("a", "f8"), ("b", "f8")])
+    arr[0]["a"] = 1.0
+    v = arr[0]
+    box = Box(v)
+    assert float(f(box, jnp.ones(()))) == 1.0
+    v["a"] = 5.0
+    assert float(f(box, jnp.ones(()))) == 5.0
+    assert es.intern(v) is v
+
+
+class Weighted(enum.Enum):
+    RED = 1
+
+    @property
+    def weight(self):
+        return getattr(type(self), "scale", 1.0) * self.value
+
+
+@pytest.mark.counts_traces
+def test_zoo_enum_class_attribute_assigned_is_retraced():
+    @es.filter_jit
+    def f(c, x):
+        return x * c.weight
+
+    try:
+        assert float(f(Weighted.RED, jnp.ones(()))) == 1.0
+        Weighted.scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+        assert float(f(Weighted.RED, jnp.ones(()))) == 3.0
+    finally:
+        del Weighted.scale  # pyright: ignore[reportAttributeAccessIssue]
+    assert not key(Weighted.RED).identity
+
+
+@pytest.mark.counts_traces
+def test_zoo_frozen_eq_false_handles_keep_their_table_entries():
+    table = {}
+    first, second = Handle(1.0), Handle(1.0)
+    table[first] = 100.0
+    f = es.filter_jit(lambda h, x: x * (h.value + table.get(h, 0.0)))
+    assert float(f(first, jnp.ones(()))) == 101.0
+    assert float(f(second, jnp.ones(()))) == 1.0
+    assert es.intern(second) is second
+
+
+class ScaledLeftOut:
+    def __init__(self, a, scale):
+        self.a, self.scale = a, scale
+
+    def __eq__(self, other):
+        return type(other) is type(self) and (self.a, self.scale) == (other.a, other.scale)
+
+    def __hash__(self):
+        return hash(self.a)
+
+    def __getstate__(self):
+        return {"a": self.a}
+
+    def __call__(self, x):
+        return x * self.a * self.scale
+
+
+@pytest.mark.counts_traces
+def test_zoo_getstate_leaving_out_an_attribute_is_not_the_key():
+    one, two = ScaledLeftOut(1.0, 2.0), ScaledLeftOut(1.0, 3.0)
+    assert es.intern(two) is two and key(one) != key(two)
+    f = es.filter_jit(lambda g, x: g(x))
+    assert float(f(one, jnp.ones(()))) == 2.0
+    assert float(f(two, jnp.ones(()))) == 3.0

@@ -172,6 +172,16 @@ def array_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return _buffer(obj, ctx, type(obj).tobytes, obj.typecode)
 
 
+def _void_bytes(obj: Any) -> bytes:
+    return obj.tobytes()
+
+
+def void(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: a structured NumPy scalar (`np.void`) is a view into its array, writable in
+    place (`v["a"] = 5`): this very object, its dtype and its bytes."""
+    return _buffer(obj, ctx, _void_bytes, dtype_key(obj.dtype))
+
+
 def _map_bytes(obj: Any) -> bytes:
     return obj[:]
 

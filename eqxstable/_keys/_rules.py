@@ -194,6 +194,8 @@ def resolve(t: type) -> Handler:
         return c.partial  # K-partial
     if issubclass(t, enum.Enum):
         return v.enum_  # K-enum
+    if issubclass(t, np.void):
+        return lib.void  # K-buffer
     if issubclass(t, np.generic) and not issubclass(t, np.object_):
         return v.numpy_scalar  # K-numpy-scalar
     if issubclass(t, np.dtype):

@@ -3,6 +3,7 @@ items, objects that can change in place by their identity and their contents, Nu
 dtype, shape and bytes, and objects with an `==` of their own by that `==` (never substituted)."""
 
 import dataclasses
+import enum
 import functools as ft
 import struct
 import types
@@ -65,8 +66,10 @@ def slice_(obj: slice, ctx: Ctx, content_ok: bool) -> Any:
 def enum_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # By value, not name: `IntFlag` pseudo-members such as `Perm(0)` and `Perm(8)` have no name.
     # `__objclass__` is the member's own class, named already.
+    # The class as any class is keyed: a user's enum's namespace is watched (a class attribute
+    # assigned later is seen), a library's is a constant.
     attrs = extra_attrs(obj, ctx, skip=("__objclass__",))
-    return ("enum", Namespace(type(obj)), key(obj._value_, ctx, False), attrs)
+    return ("enum", key(type(obj), ctx, False), key(obj._value_, ctx, False), attrs)
 
 
 def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -318,6 +321,9 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             continue
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
+        # An enum's members and its `_sunder_` bookkeeping are made by its class body and
+        # cannot be reassigned; keying them would only make the member keyed in terms of itself.
+        skip = _enum_made(c)
         # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
         # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
         # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
@@ -325,10 +331,27 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         items = tuple(
             (k, key(v, ctx, False))
             for k, v in d.items()
-            if k not in IGNORED_ATTRS and not (_dunder(k) and (not callable(v) or generated(v)))
+            if k not in IGNORED_ATTRS
+            and k not in skip
+            and not (_dunder(k) and (not callable(v) or generated(v)))
         )
         out.append((Namespace(c), items))
     return ("class", Namespace(cls), tuple(out))
+
+
+def _enum_made(c: type) -> Any:
+    if not isinstance(c, enum.EnumMeta):
+        return ()
+    members = c.__dict__.get("_member_map_", {})
+    return {
+        k
+        for k, v in c.__dict__.items()
+        if k in members or (_sunder(k) and not callable(v) and not isinstance(v, staticmethod))
+    }
+
+
+def _sunder(name: str) -> bool:
+    return len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
 
 
 def generated(f: Any) -> bool:
