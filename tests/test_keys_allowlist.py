@@ -11,6 +11,7 @@ import enum
 import fractions
 import importlib
 import inspect
+import itertools
 import mmap
 import os
 import pathlib
@@ -464,3 +465,46 @@ def test_zoo_getstate_leaving_out_an_attribute_is_not_the_key():
     f = es.filter_jit(lambda g, x: g(x))
     assert float(f(one, jnp.ones(()))) == 2.0
     assert float(f(two, jnp.ones(()))) == 3.0
+
+
+def test_own_canonical_forms_by_value():
+    from eqxstable._canonical import FrozenDict
+
+    a, b = FrozenDict({"a": 1.0}), FrozenDict({"a": 1.0})
+    assert key(a) == key(b) and key(a).substitutable and es.intern(b) is es.intern(a)
+    assert key(a) != key(FrozenDict({"a": 1}))
+
+
+def test_c_objects_with_hidden_state_are_unkeyable():
+    counter = itertools.count()
+    f = (lambda c: lambda x: x + next(c))(counter)
+    assert key(counter) != key(counter) and key(f) != key(f)
+
+
+def test_treedefs_by_node_data_type_exactly():
+    assert key(jax.tree_util.tree_structure({"a": 1})) == key(
+        jax.tree_util.tree_structure({"a": 2})
+    )
+    assert key(jax.tree_util.tree_structure((1, 2))) != key(jax.tree_util.tree_structure([1, 2]))
+    assert key(jax.tree_util.tree_structure((1,))) != key(jax.tree_util.tree_structure((1, 2)))
+
+
+SCALE = 2.0
+
+
+class WithProperty:
+    @property
+    def scale(self):
+        return SCALE
+
+
+def test_descriptors_by_the_functions_they_run():
+    prop = WithProperty.__dict__["scale"]
+    twin = property(types.FunctionType(prop.fget.__code__, globals()))
+    assert key(prop) == key(twin) and key(prop) != key(property(lambda self: SCALE))
+    before = key(prop)
+    globals()["SCALE"] = 3.0
+    try:
+        assert key(prop) != before
+    finally:
+        globals()["SCALE"] = 2.0

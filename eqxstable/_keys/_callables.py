@@ -45,6 +45,7 @@ def fn_state(f: types.FunctionType) -> tuple:
 
 
 def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
+    # `K-cell`, `K-counter-cell`.
     if not f.__closure__:
         return ()
     # Before any reference to the closure is held here: `lone_cell` counts them.
@@ -83,11 +84,11 @@ def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx)
 
 
 def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
-    """`config.LR`, `os.environ`, `jnp.sin`: the attributes read from a module, each by value (and
-    `importlib.reload` is seen). A library module's code (`jnp.sin`, `jax.nn`) is constant and left
-    out; its data (`os.environ`, `sys.argv`) is keyed as what it is. An attribute the module's
-    dict does not hold, served by a module `__getattr__`, cannot be keyed: the reader gets a key
-    equal to nothing."""
+    """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
+    `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
+    `jax.nn`) is constant and left out; its data (`os.environ`, `sys.argv`) is keyed as what it
+    is. An attribute the module's dict does not hold, served by a module `__getattr__`, cannot be
+    keyed: the reader gets a key equal to nothing."""
     d = m.__dict__
     library = library_module(m)
     parts = []

@@ -101,14 +101,14 @@ _EXACT: dict[type, Handler] = {
     # K-tuple
     tuple: v.tuple_,
     frozenset: v.frozenset_,
-    # K-code
+    # K-value: code objects compare by value (bytecode, names, constants)
     types.CodeType: _code,
-    # K-function, K-method, K-library-function, K-jit
+    # K-function, K-library-code, K-method, K-jit
     types.FunctionType: c.function,
     types.MethodType: c.method,
     types.BuiltinFunctionType: c.builtin,
     c.PjitFunction: c.pjit,
-    # K-user-module, K-library-module
+    # K-user-module, K-library-code
     types.ModuleType: v.module,
     # K-treedef, K-jaxpr
     jax.tree_util.PyTreeDef: _treedef,
@@ -123,9 +123,10 @@ _EXACT: dict[type, Handler] = {
     bytearray: v.mutable,
     # K-mapping-proxy
     types.MappingProxyType: v.mapping_proxy,
-    # K-descriptor: a slot's or a C attribute's descriptor is part of its class, made with it
+    # K-library-code: a slot's or a C attribute's descriptor is part of its class
     types.MemberDescriptorType: v.constant,
     types.GetSetDescriptorType: v.constant,
+    # K-descriptor
     property: v.descriptor,
     classmethod: v.descriptor,
     staticmethod: v.descriptor,
@@ -189,7 +190,7 @@ def resolve(t: type) -> Handler:
     if t in _EXACT:
         return _EXACT[t]
     if issubclass(t, type):
-        return _class  # K-user-class, K-library-class
+        return _class  # K-user-class, K-library-code
     if issubclass(t, ft.partial):
         return c.partial  # K-partial
     if issubclass(t, enum.Enum):
