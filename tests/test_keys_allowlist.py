@@ -508,3 +508,17 @@ def test_descriptors_by_the_functions_they_run():
         assert key(prop) != before
     finally:
         globals()["SCALE"] = 2.0
+
+
+@pytest.mark.counts_traces
+def test_zoo_environ_and_ctypes_as_static_arguments_changed(monkeypatch):
+    monkeypatch.setenv("EQXS_TEST_V", "2")
+    f = es.filter_jit(lambda env, x: x * float(env["EQXS_TEST_V"]))
+    assert float(f(os.environ, jnp.ones(()))) == 2.0
+    os.environ["EQXS_TEST_V"] = "7"
+    assert float(f(os.environ, jnp.ones(()))) == 7.0
+    g = es.filter_jit(lambda v, x: x * v.value)
+    v = ctypes.c_double(1.0)
+    assert float(g(v, jnp.ones(()))) == 1.0
+    v.value = 2.0
+    assert float(g(v, jnp.ones(()))) == 2.0
