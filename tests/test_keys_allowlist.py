@@ -12,6 +12,7 @@ import fractions
 import importlib
 import inspect
 import itertools
+import logging
 import mmap
 import os
 import pathlib
@@ -32,6 +33,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import eqxstable as es
+from eqxstable._keys import compute
 
 
 def key(obj: Any) -> Any:
@@ -522,3 +524,23 @@ def test_zoo_environ_and_ctypes_as_static_arguments_changed(monkeypatch):
     assert float(g(v, jnp.ones(()))) == 1.0
     v.value = 2.0
     assert float(g(v, jnp.ones(()))) == 2.0
+
+
+def reads_library_dict(x):
+    return x * len(logging._levelToName)
+
+
+def reads_jax_config(x):
+    return x * (2 if jax.config.jax_enable_x64 else 1)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_library_module_data_dicts_and_config_objects(monkeypatch):
+    before = key(reads_library_dict)
+    assert key(reads_library_dict) == before
+    monkeypatch.setitem(logging._levelToName, 99, "NINETY-NINE")
+    assert key(reads_library_dict) != before
+    # A config object: itself and its attributes one level deep, watched; never walked whole.
+    k = key(reads_jax_config)
+    assert key(reads_jax_config) == k
+    _, watch = compute(reads_jax_config)
+    assert watch.valid() and len(watch) < 20

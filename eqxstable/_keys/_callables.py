@@ -13,7 +13,7 @@ import jax
 from .._compat import jit_parts
 from ._code import counter_cells, lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall, too_deep
-from ._library import container, opaque
+from ._library import container, opaque, shallow
 from ._origin import library_code, library_code_object, library_constant, library_module
 from ._types import FunctionKey, Namespace
 from ._values import dict_state, extra_attrs, mutable, own_eq, slots_of
@@ -83,6 +83,20 @@ def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx)
     return key(value, ctx, False)
 
 
+def _library_state(v: Any) -> bool:
+    """Whether `v` is a library's object with attributes, neither a container nor a value nor a
+    constant (a config object), which `_module_attrs` keys one level deep."""
+    from . import _rules  # The dispatcher imports this module.
+
+    t = type(v)
+    return (
+        _rules.resolve(t) is library_object
+        and not isinstance(v, (Mapping, Sequence, Set, Sized, Iterable))
+        and (getattr(v, "__dict__", None) is not None or bool(slots_of(t)))
+        and not library_constant(v)
+    )
+
+
 def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
     `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
@@ -99,7 +113,12 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
         if v is MISSING and "__getattr__" in d:
             return too_deep(m, ctx)
         ctx.names.append((d, attr, v))
-        parts.append((attr, MISSING if v is MISSING else key(v, ctx, False)))
+        if v is MISSING:
+            parts.append((attr, MISSING))
+        elif library and _library_state(v):
+            parts.append((attr, shallow(v, ctx)))
+        else:
+            parts.append((attr, key(v, ctx, False)))
     if library and not parts:
         return Namespace(m)
     return ("module", Namespace(m), tuple(parts))

@@ -15,7 +15,8 @@ import numpy as np
 
 from ._context import compound, Ctx, key, too_deep
 from ._types import Identity, MutableKey, Namespace
-from ._values import dtype_key
+from ._values import dtype_key, object_state, slots_of
+from ._watch import MISSING
 
 
 #
@@ -275,3 +276,21 @@ def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-opaque`: an object with state Python cannot read (a C object that is not a constant):
     a key equal to nothing, so its reader is traced afresh."""
     return too_deep(obj, ctx)
+
+
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
+def shallow(obj: Any, ctx: Ctx) -> Any:
+    """`K-module-attrs`: an object with state that a library module holds (a config object such
+    as `jax.config`, a registry), read by a user function: itself and its attributes one level
+    deep (plain values by value, anything else by identity), watched. What those hold in turn is
+    the library's own, and is not walked (it may be large, and changes on every call)."""
+    ctx.identity = True
+    ctx.states.append((obj, object_state, object_state(obj)))
+    names = [*(getattr(obj, "__dict__", None) or {}), *slots_of(type(obj))]
+    parts = []
+    for name in names:
+        v = getattr(obj, name, MISSING)
+        parts.append((name, key(v, ctx, False) if type(v) in _PLAIN else Identity(v)))
+    return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(parts)))

@@ -124,7 +124,7 @@ def attrs_state(obj: Any) -> tuple:
     return (len(d), *d.keys(), *d.values())
 
 
-def list_state(obj: list) -> tuple:
+def list_state(obj: Any) -> tuple:
     return (len(obj), *obj)
 
 
@@ -167,8 +167,8 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, dict_state, dict_state(obj)))
         contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
     elif isinstance(obj, (set, bytearray)):
-        # Their contents change without any identity changing: a copy is compared instead.
-        ctx.states.append((obj, _copy_state, ()))
+        # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
+        ctx.states.append((obj, list_state, list_state(obj)))
         contents = tuple([key(x, ctx, False) for x in obj])
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
@@ -206,15 +206,9 @@ def _container_contents(obj: Any, ctx: Ctx) -> Any:
         ctx.states.append((obj, dict_state, dict_state(obj)))
         return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
     ctx.states.append(
-        (obj, list_state, list_state(obj)) if type(obj) is list else (obj, _copy_state, ())
+        (obj, list_state, list_state(obj))
     )
     return (type(obj), tuple([key(x, ctx, False) for x in obj]))
-
-
-def _copy_state(obj: Any) -> tuple:
-    # Never identical to the saved `()` once non-empty, so a non-empty set always asks for its
-    # key again: correct, and rare (sets are seldom captured by jitted functions).
-    return tuple(obj)
 
 
 def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
