@@ -477,10 +477,12 @@ def test_own_canonical_forms_by_value():
     assert key(a) != key(FrozenDict({"a": 1}))
 
 
-def test_c_objects_with_hidden_state_are_unkeyable():
-    counter = itertools.count()
+def test_c_objects_with_hidden_state_are_identity():
+    counter, other = itertools.count(), itertools.count()
     f = (lambda c: lambda x: x + next(c))(counter)
-    assert key(counter) != key(counter) and key(f) != key(f)
+    g = (lambda c: lambda x: x + next(c))(other)
+    assert key(counter) == key(counter) and key(counter) != key(other)
+    assert key(f) != key(g) and es.intern(other) is other and key(f).identity
 
 
 def test_treedefs_by_node_data_type_exactly():

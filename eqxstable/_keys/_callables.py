@@ -233,7 +233,9 @@ def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):
         if isinstance(obj, Sized) and isinstance(obj, Iterable):
             return container(obj, ctx, content_ok)
-        if callable(obj) or _stateless(type(obj)):
+        if callable(obj) or hasattr(type(obj), "__get__") or _stateless(type(obj)):
+            # A C callable, a C descriptor of a class (a NamedTuple's field getter), or an
+            # object with no storage at all (`object()`): constants.
             return Namespace(obj)
         return opaque(obj, ctx, content_ok)
     return mutable(obj, ctx, content_ok)

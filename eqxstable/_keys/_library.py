@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, key, too_deep
+from ._context import compound, Ctx, identity, key, too_deep
 from ._types import Identity, MutableKey, Namespace
 from ._values import dtype_key, object_state, slots_of
 from ._watch import MISSING
@@ -273,9 +273,9 @@ def container(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-opaque`: an object with state Python cannot read (a C object that is not a constant):
-    a key equal to nothing, so its reader is traced afresh."""
-    return too_deep(obj, ctx)
+    """`K-opaque`: an object with state Python cannot read (a C object that is not a constant:
+    a lock, an `itertools.count`): this very object, never shared with another."""
+    return identity(obj, ctx)
 
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
