@@ -546,3 +546,33 @@ def test_library_module_data_dicts_and_config_objects(monkeypatch):
     assert key(reads_jax_config) == k
     _, watch = compute(reads_jax_config)
     assert watch.valid() and len(watch) < 20
+
+
+class ShiftTZ(datetime.tzinfo):
+    def __init__(self, hours):
+        self.hours = hours
+
+    def utcoffset(self, dt):
+        return datetime.timedelta(hours=self.hours)
+
+    def tzname(self, dt):
+        return "shift"
+
+    def dst(self, dt):
+        return datetime.timedelta(0)
+
+
+@pytest.mark.counts_traces
+def test_zoo_datetime_with_a_user_tzinfo_changed():
+    tz = ShiftTZ(1.0)
+    when = datetime.datetime(2020, 1, 1, 12, tzinfo=tz)
+
+    def f(x, when=when):
+        return x * (when.utcoffset().total_seconds() / 3600)  # pyright: ignore[reportOptionalMemberAccess]
+
+    g = es.filter_jit(f)
+    assert float(g(jnp.ones(()))) == 1.0
+    tz.hours = 2.0
+    assert float(g(jnp.ones(()))) == 2.0
+    twin = datetime.datetime(2020, 1, 1, 12, tzinfo=ShiftTZ(2.0))
+    assert key(twin) != key(when) and es.intern(twin) is not when
