@@ -42,14 +42,13 @@ BREAKS = {
     "K-uuid": "r._EXACT[uuid.UUID] = lambda o, c, k: ('u', o.int % 2)",
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
     "K-dtype": "r.lib.dtype_ = lambda o, c, k: ('dtype', o.str)",
+    "K-jax-value": "r.lib.jax_value = r.v.own_eq",
     "K-own-value": "r.v.own_value = r.v.own_eq",
     "K-own-eq": "r.v.own_eq = lambda o, c, k: Equal(o, hash(o))",
     "K-hash-without-eq": "r.hash_without_eq = r.v.own_eq",
     "K-mutable": "r.v.list_state = lambda o: ()",
     "K-array-top": "f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, False)",
-    "K-array-reached": (
-        "f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, True)"
-    ),
+    "K-array-reached": ("f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, True)"),
     "K-jax-array": "r.v.jax_array = lambda o, c, k: ('array',)",
     "K-function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
     "K-module-attrs": "r.c.library_code_object = lambda v: True",
@@ -106,12 +105,13 @@ def run(row: str, patch: str) -> bool:
         "args += ['-W', 'ignore::pytest.PytestAssertRewriteWarning']\n"
         "sys.exit(pytest.main([*args, *sys.argv[1:]]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code, *TESTS], capture_output=True, text=True
-    )
+    result = subprocess.run([sys.executable, "-c", code, *TESTS], capture_output=True, text=True)
     if result.returncode not in (0, 1):
-        raise SystemExit(f"`scripts/check_key_rows.py`: row {row!r}: pytest failed to run:\n"
-                         + result.stdout[-3000:] + result.stderr[-3000:])
+        raise SystemExit(
+            f"`scripts/check_key_rows.py`: row {row!r}: pytest failed to run:\n"
+            + result.stdout[-3000:]
+            + result.stderr[-3000:]
+        )
     return result.returncode == 1
 
 

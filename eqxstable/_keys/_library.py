@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._context import compound, Ctx, identity, key, too_deep
-from ._types import Identity, MutableKey, Namespace
+from ._types import Equal, Identity, MutableKey, Namespace
 from ._values import dtype_key, object_state, slots_of
 from ._watch import MISSING
 
@@ -128,6 +128,29 @@ def dtype_(obj: np.dtype, ctx: Ctx, content_ok: bool) -> Any:
         meta = obj.metadata or {}
         parts = (*parts, tuple([(k, key(v, ctx, False)) for k, v in meta.items()]))
     return parts
+
+
+def _jax_values() -> tuple[type, ...]:
+    import jax
+    import jax.core
+
+    names = [
+        (jax, "ShapeDtypeStruct"),
+        (jax.sharding, "NamedSharding"),
+        (jax.sharding, "AbstractMesh"),
+        (jax.core, "ShapedArray"),
+    ]
+    return tuple(t for m, n in names if isinstance(t := getattr(m, n, None), type))
+
+
+# JAX's immutable descriptions of arrays (what a closure-converted jaxpr or `eval_shape` holds):
+# JAX itself keys its caches by their `==`, which is exact and covers their whole state.
+JAX_VALUES = _jax_values()
+
+
+def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-jax-value`: JAX's `==` within the exact type, substituted."""
+    return Equal(obj, hash(obj))
 
 
 #

@@ -217,6 +217,8 @@ def resolve(t: type) -> Handler:
         return v.frozenset_  # K-tuple
     if issubclass(t, (list, dict, set, bytearray)):
         return v.mutable  # K-mutable
+    if t in lib.JAX_VALUES:
+        return lib.jax_value  # K-jax-value
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)
