@@ -576,3 +576,27 @@ def test_zoo_datetime_with_a_user_tzinfo_changed():
     assert float(g(jnp.ones(()))) == 2.0
     twin = datetime.datetime(2020, 1, 1, 12, tzinfo=ShiftTZ(2.0))
     assert key(twin) != key(when) and es.intern(twin) is not when
+
+
+class SlottedFloat(float):
+    __slots__ = ("w",)
+
+
+class ScaledInt(int):
+    scale = 1.0
+
+
+def test_zoo_builtin_subclasses_slots_and_class_attributes():
+    a, b = SlottedFloat(1.0), SlottedFloat(1.0)
+    a.w, b.w = 1.0, 2.0
+    assert key(a) != key(b) and es.intern(b).w == 2.0
+    before = key(a)
+    a.w = 3.0
+    assert key(a) != before
+    n = ScaledInt(1)
+    before = key(n)
+    ScaledInt.scale = 2.0
+    try:
+        assert key(n) != before
+    finally:
+        ScaledInt.scale = 1.0

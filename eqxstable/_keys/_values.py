@@ -102,9 +102,17 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
 def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """A subclass of `int`, `float`, `complex`, `str` or `bytes`: its exact type, the builtin
     value (never the subclass's own `==`) and its attributes."""
+    # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
+    slots = slots_of(type(obj))
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    state = (
+        extra_attrs(obj, ctx),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
     for base in (bool, int, float, complex, str, bytes):
         if isinstance(obj, base):
-            return (type(obj), key(base(obj), ctx, False), extra_attrs(obj, ctx))  # pyright: ignore
+            return (key(type(obj), ctx, False), key(base(obj), ctx, False), state)  # pyright: ignore
     return identity(obj, ctx)
 
 
