@@ -128,8 +128,10 @@ def intern(obj: _T) -> _T:
         canonical = _find(key)
         if canonical is not None:
             return canonical
-        if type(key.parts) is Identity or type(key.parts) is MutableKey:
-            # Keyed by its own identity: it is alone in its class, there is nothing to store.
+        if not key.substitutable or type(key.parts) is Identity or type(key.parts) is MutableKey:
+            # Keyed by its own identity: it is alone in its class, there is nothing to store. Or
+            # some part of it is compared by a class's own `==` (a user's hashable object with
+            # lists of its own, a library value not on the allowlist): equal, but not the same.
             return obj
         canonical = _canonical_copy(obj)
         try:

@@ -2,9 +2,10 @@
 tests notice: for every row, a weakened handler is patched in, the row tests run, and at least
 one must fail. Not part of CI (a minute); run by hand after changing the table:
 
-    python scripts/check_key_rows.py
+    python scripts/check_key_rows.py [ROW-ID ...]
 
-Prints one line per row and exits non-zero if a broken row went unnoticed.
+Prints one line per row (only the rows named, if any) and exits non-zero if a broken row went
+unnoticed.
 """
 
 import subprocess
@@ -12,46 +13,77 @@ import sys
 import textwrap
 
 
-TESTS = ["tests/test_keys_rows.py", "tests/test_keys_edges.py", "tests/test_jit_cache.py"]
+TESTS = [
+    "tests/test_keys_rows.py",
+    "tests/test_keys_edges.py",
+    "tests/test_keys_allowlist.py",
+    "tests/test_key_jaxpr.py",
+    "tests/test_jit_cache.py",
+]
 
-# Row -> Python run before the tests (in a plugin), which weakens that row's handler.
+# Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
+# plugin), which weakens that row's handler.
 BREAKS = {
-    "int, bool, str, bytes, None": "r._EXACT[int] = r._EXACT[bool] = lambda o, c, k: ('v', o)",
-    "float, complex": "r._EXACT[float] = lambda o, c, k: (float, o)",
-    "NumPy scalar": "r.v.numpy_scalar.__code__ = (lambda o, c, k: (type(o), o.tobytes())).__code__",
-    "subclass of a builtin value": "r.v.builtin_subclass = r.v.value",
-    "range, slice": "r._EXACT[range] = lambda o, c, k: (range, o.start, o.stop)",
-    "enum member": "r.v.enum_ = lambda o, c, k: ('enum', c_key(o._value_, c, False))",
-    "tuple, NamedTuple, frozenset": "r.v.tuple_subclass = r.v.tuple_",
-    "frozen dataclass, eqx.Module": "r.v._owns_dicts = lambda t: False",
-    "hashable object": "r.v.by_reduce = lambda o, c, k: Equal(o, hash(o))",
-    "__hash__ without __eq__": "r.hash_without_eq = r.v.by_reduce",
-    "list, dict, set, bytearray, object": "r.v.list_state = lambda o: ()",
-    "NumPy array at the top level": (
-        "f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, False)"
+    "K-value": "r._EXACT[int] = r._EXACT[bool] = lambda o, c, k: ('v', o)",
+    "K-float": "r._EXACT[float] = lambda o, c, k: (float, o)",
+    "K-numpy-scalar": (
+        "r.v.numpy_scalar.__code__ = (lambda o, c, k: (type(o), o.tobytes())).__code__"
     ),
-    "NumPy array reached through a function": (
-        "f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, True)"
-    ),
-    "jax.Array": "r.v.jax_array = lambda o, c, k: ('array',)",
-    "user function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
-    "closure cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
-    "closure cell counting its function's runs": (
-        "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)"
-    ),
-    "functools.partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",
-    "bound method": "r._EXACT[types.MethodType] = lambda o, c, k: c_key(o.__func__, c, False)",
-    "jax.jit function": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",
-    "user class": "r.v.user_class = r.v.constant",
-    "user module": "r.v.user_module = r.v.constant",
-    "library function, module, class": "r.library_class = lambda t: False",
-    "library object holding user functions": "r.c.library_object = r.v.constant",
-    "too deep, unreadable": "ctx.too_deep = lambda o, c: ('too-deep',)",
-    "pytree node data (jit cache)": "keys_init.Ctx = lambda by_value=False: ctx.Ctx(False)",
+    "K-builtin-subclass": "r.v.builtin_subclass = r.v.value",
+    "K-range": "r._EXACT[range] = lambda o, c, k: (range, o.start, o.stop)",
+    "K-enum": "r.v.enum_ = lambda o, c, k: ('enum', c_key(o._value_, c, False))",
+    "K-tuple": "r.v.tuple_subclass = r.v.tuple_",
+    "K-frozen-dataclass": "r.v._owns_dicts = lambda t: False",
+    "K-decimal": "r._EXACT[decimal.Decimal] = lambda o, c, k: ('d', float(o))",
+    "K-fraction": "r._EXACT[fractions.Fraction] = lambda o, c, k: ('f', o.numerator)",
+    "K-datetime": "r._EXACT[datetime.datetime] = lambda o, c, k: ('t', o.year, o.hour)",
+    "K-path": "r._EXACT[pathlib.PurePosixPath] = lambda o, c, k: ('p', str(o))",
+    "K-pattern": "r._EXACT[re.Pattern] = lambda o, c, k: ('re', o.pattern)",
+    "K-uuid": "r._EXACT[uuid.UUID] = lambda o, c, k: ('u', o.int % 2)",
+    "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
+    "K-dtype": "r.lib.dtype_ = lambda o, c, k: ('dtype', o.str)",
+    "K-jax-value": "r.lib.jax_value = r.v.own_eq",
+    "K-own-value": "r.v.own_value = r.v.own_eq",
+    "K-own-eq": "r.v.own_eq = lambda o, c, k: Equal(o, hash(o))",
+    "K-hash-without-eq": "r.hash_without_eq = r.v.own_eq",
+    "K-mutable": "r.v.list_state = lambda o: ()",
+    "K-array-top": "f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, False)",
+    "K-array-reached": ("f = r.v.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, True)"),
+    "K-jax-array": "r.v.jax_array = lambda o, c, k: ('array',)",
+    "K-function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
+    "K-module-attrs": "r.c.library_code_object = lambda v: True",
+    "K-cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
+    "K-counter-cell": "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
+    "K-partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",
+    "K-method": "r._EXACT[types.MethodType] = lambda o, c, k: c_key(o.__func__, c, False)",
+    "K-jit": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",
+    "K-jaxpr": "r._EXACT[r.JAXPR] = r._EXACT[r.CLOSED_JAXPR] = lambda o, c, k: ctx.identity(o, c)",
+    "K-user-class": "r.v.user_class = r.v.constant",
+    "K-treedef": "r._EXACT[jax.tree_util.PyTreeDef] = lambda o, c, k: ('treedef', o.num_leaves)",
+    "K-user-module": "r.v.user_module = r.v.constant",
+    "K-library-code": "r.library_class = lambda t: False",
+    "K-library-object": "r.c.library_object = r.v.constant",
+    "K-library-container": "r.c.container = lambda o, c, k: r.v.constant(o, c, k)",
+    "K-opaque": "r.c.opaque = r.v.constant",
+    "K-buffer": "r._EXACT[memoryview] = r._EXACT[array.array] = r.v.constant",
+    "K-weakref": "r.lib.weak_ref = r.v.own_eq",
+    "K-descriptor": "r.v.descriptor = r.v.constant",
+    "K-mapping-proxy": "r.v.mapping_proxy = r.v.constant",
+    "K-too-deep": "ctx.too_deep = lambda o, c: ('too-deep',)",
+    "K-node-data": "keys_init.Ctx = lambda by_value=False: ctx.Ctx(False)",
 }
 
 PRELUDE = """
+import array
+import datetime
+import decimal
+import fractions
+import inspect
+import pathlib
+import re
 import types
+import uuid
+import jax
 import numpy as np
 import eqxstable
 from eqxstable import _keys as keys_init
@@ -73,20 +105,24 @@ def run(row: str, patch: str) -> bool:
         "args += ['-W', 'ignore::pytest.PytestAssertRewriteWarning']\n"
         "sys.exit(pytest.main([*args, *sys.argv[1:]]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code, *TESTS], capture_output=True, text=True
-    )
+    result = subprocess.run([sys.executable, "-c", code, *TESTS], capture_output=True, text=True)
     if result.returncode not in (0, 1):
-        raise SystemExit(f"`scripts/check_key_rows.py`: row {row!r}: pytest failed to run:\n"
-                         + result.stdout[-3000:] + result.stderr[-3000:])
+        raise SystemExit(
+            f"`scripts/check_key_rows.py`: row {row!r}: pytest failed to run:\n"
+            + result.stdout[-3000:]
+            + result.stderr[-3000:]
+        )
     return result.returncode == 1
 
 
 def main() -> None:
+    only = sys.argv[1:]
     if run("none", "pass"):
         raise SystemExit("`scripts/check_key_rows.py`: the tests fail unpatched; fix them first.")
     missed = []
     for row, patch in BREAKS.items():
+        if only and row not in only:
+            continue
         noticed = run(row, patch)
         print(f"{'noticed' if noticed else 'NOT NOTICED'}: {row}")
         if not noticed:

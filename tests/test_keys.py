@@ -270,7 +270,6 @@ EQUIVALENT = {
     "numpy scalar": lambda: np.float32(0.5),
     "numpy array": lambda: np.arange(6.0).reshape(2, 3),
     "enum member": lambda: Color.ONE,
-    "own __eq__/__hash__": lambda: ValueA(3),
     "self-recursive closure": lambda: self_recursive(1),
     "same source, same globals": lambda: types.FunctionType(from_source(2.0).__code__, GLOBALS),
 }

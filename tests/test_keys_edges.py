@@ -189,14 +189,19 @@ def test_equal_is_the_objects_own_equality_within_one_type():
 
 
 def test_library_objects_with_their_own_equality():
-    # A compiled pattern is keyed with `re.Pattern.__eq__` (its state cannot be pickled by value).
+    # A compiled pattern is on the allowlist: its pattern and flags, substituted by `intern`.
     a = re.compile("ab+", re.IGNORECASE)
     re.purge()
     b = re.compile("ab+", re.IGNORECASE)
     assert a is not b
     assert key(a) == key(b)
-    assert key(a) != key(re.compile("ab+"))
-    assert type(key(a).parts) is Equal
+    assert key(a) != key(re.compile("ab+")) and key(a) != key(re.compile(b"ab+", re.I))
+    assert es.intern(b) is es.intern(a)
+    # A library value class not on it (`types.GenericAlias`): its own `==`, never substituted.
+    c, d = types.GenericAlias(list, (int,)), types.GenericAlias(list, (int,))
+    assert c is not d and key(c) == key(d) and key(c) != key(list[float])
+    assert any(type(p) is Equal for p in key(c).parts)
+    assert es.intern(d) is d
 
 
 ATTR_MODULE = types.ModuleType("attr_module")
@@ -482,15 +487,17 @@ class _Unhashable:
 def test_hashable_objects_that_cannot_be_keyed_by_value():
     # A library object that cannot be pickled (a weak reference): its own `==`, which compares
     # the referents even where their hashes agree.
+    # A weak reference is itself, never its referent's `==`.
     one, two, again = _SameHash(1), _SameHash(2), _SameHash(1)
     assert es.stable_key(weakref.ref(one)) != es.stable_key(weakref.ref(two))
-    assert es.stable_key(weakref.ref(one)) == es.stable_key(weakref.ref(again))
-    # A user object holding something keyed by identity (an instance of a user class): itself,
-    # by identity.
+    assert es.stable_key(weakref.ref(one)) != es.stable_key(weakref.ref(again))
+    # A user object with its own `==`: that `==` and its attributes (here one object, keyed by
+    # identity); never substituted.
     held = _Plain()
     a, b = _HoldsAPlainObject(held), _HoldsAPlainObject(held)
-    assert a == b and es.stable_key(a) != es.stable_key(b)
+    assert a == b and es.stable_key(a) == es.stable_key(b)
     assert es.intern(b) is b
+    assert es.stable_key(a) != es.stable_key(_HoldsAPlainObject(_Plain()))
     # One whose hash raises: by identity.
     assert es.stable_key(_Unhashable()) != es.stable_key(_Unhashable())
 

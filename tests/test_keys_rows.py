@@ -7,6 +7,9 @@ import decimal
 import enum
 import functools as ft
 import importlib
+import importlib.util
+import pathlib
+import re
 import sys
 import types
 from typing import Any, NamedTuple
@@ -222,8 +225,8 @@ def test_frozen_dataclasses_and_modules_by_class_and_fields():
     assert key(p) == key(eqx.Partial(_body, y=2))
 
 
-# Hashable object: exact class and what `__reduce_ex__` saves, by value.
-def test_hashable_objects_by_what_pickle_saves():
+# `Decimal`: sign, digits and exponent.
+def test_decimals_by_sign_digits_and_exponent():
     assert same(decimal.Decimal("1.5"), decimal.Decimal("1.5"))
     assert decimal.Decimal("1.00") == decimal.Decimal("1.0")
     assert key(decimal.Decimal("1.00")) != key(decimal.Decimal("1.0"))
@@ -748,3 +751,78 @@ def test_modules_are_keyed_by_what_they_are():
     before = key(f)
     user.X = 2  # pyright: ignore[reportAttributeAccessIssue]
     assert key(f) != before
+
+
+_ROWS = "tests/test_keys_rows.py::"
+_ALLOW = "tests/test_keys_allowlist.py::"
+# Row id (`eqxstable/_keys/README.md`) -> the test that defends it.
+ROW_TESTS = {
+    "K-value": _ROWS + "test_plain_values_by_exact_type_and_value",
+    "K-float": _ROWS + "test_floats_and_complexes_by_bits",
+    "K-numpy-scalar": _ROWS + "test_numpy_scalars_by_type_dtype_and_bytes",
+    "K-builtin-subclass": _ROWS + "test_builtin_subclasses_by_value_and_attributes",
+    "K-range": _ROWS + "test_ranges_and_slices_by_start_stop_step",
+    "K-enum": _ROWS + "test_enum_members_by_class_and_value",
+    "K-tuple": _ROWS + "test_tuples_by_exact_type_and_items",
+    "K-frozen-dataclass": _ROWS + "test_frozen_dataclasses_and_modules_by_class_and_fields",
+    "K-decimal": _ROWS + "test_decimals_by_sign_digits_and_exponent",
+    "K-fraction": _ALLOW + "test_allowlisted_library_values",
+    "K-datetime": _ALLOW + "test_allowlisted_library_values",
+    "K-path": _ALLOW + "test_allowlisted_library_values",
+    "K-pattern": _ALLOW + "test_allowlisted_library_values",
+    "K-uuid": _ALLOW + "test_allowlisted_library_values",
+    "K-signature": _ALLOW + "test_allowlisted_library_values",
+    "K-dtype": _ALLOW + "test_structured_dtypes_watched_never_substituted",
+    "K-jax-value": (
+        "tests/test_key_jaxpr.py::test_a_jaxpr_static_under_plain_equinox_after_stabilize"
+    ),
+    "K-own-value": _ALLOW + "test_own_canonical_forms_by_value",
+    "K-own-eq": _ALLOW + "test_own_eq_is_its_own_eq_type_exactly_never_substituted",
+    "K-hash-without-eq": _ROWS + "test_hash_without_eq_is_identity_with_a_warning",
+    "K-mutable": _ROWS + "test_mutables_by_identity_and_contents",
+    "K-array-top": _ROWS + "test_top_level_arrays_by_contents",
+    "K-array-reached": _ROWS + "test_captured_arrays_by_identity_and_bytes",
+    "K-jax-array": _ROWS + "test_jax_arrays_by_identity",
+    "K-function": _ROWS + "test_functions_by_code_cells_defaults_attributes_and_globals",
+    "K-module-attrs": _ALLOW + "test_library_data_read_by_a_function_is_keyed",
+    "K-cell": _ROWS + "test_closure_cells",
+    "K-counter-cell": _ROWS + "test_counter_cells_by_identity_alone",
+    "K-partial": _ROWS + "test_partials",
+    "K-method": _ROWS + "test_bound_methods",
+    "K-jit": _ROWS + "test_jax_jit_functions",
+    "K-jaxpr": "tests/test_key_jaxpr.py::test_the_same_computation_converted_twice_has_one_key",
+    "K-user-class": _ROWS + "test_user_classes_watched",
+    "K-treedef": _ALLOW + "test_treedefs_by_node_data_type_exactly",
+    "K-user-module": _ROWS + "test_user_modules_read_whole",
+    "K-library-code": _ROWS + "test_library_objects_are_constants",
+    "K-library-object": _ROWS + "test_library_objects_holding_user_functions",
+    "K-library-container": _ALLOW + "test_weak_containers_identity_and_items_watched",
+    "K-opaque": _ALLOW + "test_c_objects_with_hidden_state_are_identity",
+    "K-buffer": _ALLOW + "test_buffers_identity_and_bytes_watched",
+    "K-weakref": _ALLOW + "test_weak_references_are_identity_never_substituted",
+    "K-descriptor": _ALLOW + "test_descriptors_by_the_functions_they_run",
+    "K-mapping-proxy": "tests/test_keys_edges.py::test_what_a_container_holds_is_watched",
+    "K-too-deep": _ROWS + "test_too_deep_and_unreadable",
+    "K-node-data": (
+        "tests/test_jit_cache.py::test_node_data_made_afresh_by_each_flatten_is_keyed_by_contents"
+    ),
+}
+
+
+def test_row_ids_agree():
+    """The README's table, `scripts/check_key_rows.py` and `ROW_TESTS` name the same rows, and
+    each row's test exists."""
+    root = pathlib.Path(__file__).parent.parent
+    readme = (root / "eqxstable" / "_keys" / "README.md").read_text()
+    in_readme = re.findall(r"^\| `(K-[a-z-]+)` \|", readme, flags=re.MULTILINE)
+    assert len(in_readme) == len(set(in_readme))
+    spec = importlib.util.spec_from_file_location(
+        "check_key_rows", root / "scripts" / "check_key_rows.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert set(in_readme) == set(script.BREAKS) == set(ROW_TESTS)
+    for where in ROW_TESTS.values():
+        path, name = where.split("::")
+        assert f"def {name}(" in (root / path).read_text(), where

@@ -22,7 +22,7 @@ def compute(obj: Any) -> tuple[Key, Watch]:
             return entry.key, watch
     ctx = Ctx()
     parts = top(obj, ctx, True)
-    result = Key(parts, ctx.identity)
+    result = Key(parts, ctx.identity, not ctx.own_eq)
     watch = ctx.watch()
     if not ctx.copied_arrays:
         # Not when an array was keyed by contents: `intern` hands out a read-only copy of the
@@ -36,7 +36,7 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
     ctx = Ctx(by_value=True)
     parts = top(data, ctx, False)
-    return Key(parts, ctx.identity), ctx.watch()
+    return Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
 
 
 def stable_key(obj: Any) -> Key:

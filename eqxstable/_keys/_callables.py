@@ -5,17 +5,23 @@ modules), partials, bound methods, builtins, and `jax.jit` functions with all th
 import builtins
 import functools as ft
 import types
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Mapping, Sequence, Set, Sized
 from typing import Any
 
 import jax
 
 from .._compat import jit_parts
 from ._code import counter_cells, global_counters, lone_cell, reads, sealed_cells
-from ._context import compound, Ctx, identity, key, recall
-from ._origin import library_constant, library_function, library_module
+from ._context import compound, Ctx, identity, key, recall, too_deep
+from ._library import container, opaque, shallow
+from ._origin import (
+    library_code_object,
+    library_constant,
+    library_function,
+    library_module,
+)
 from ._types import FunctionKey, Namespace
-from ._values import dict_state, extra_attrs, mutable, sized, slots_of
+from ._values import dict_state, extra_attrs, mutable, own_eq, slots_of
 from ._watch import MISSING, plain_fn_state
 
 
@@ -44,6 +50,7 @@ def fn_state(f: types.FunctionType) -> tuple:
 
 
 def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
+    # `K-cell`, `K-counter-cell`.
     if not f.__closure__:
         return ()
     # Before any reference to the closure is held here: `lone_cell` counts them.
@@ -76,16 +83,50 @@ def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx)
     if value is MISSING:
         # A builtin (the standard library is constant); defining the global later is seen.
         return ("builtin", name, Namespace(getattr(builtins, name, None)))
-    if attrs is not None and isinstance(value, types.ModuleType) and not library_module(value):
-        # `config.LR`: the attributes read, each by value (and `importlib.reload` is seen).
-        d = value.__dict__
-        parts = []
-        for attr in attrs:
-            v = d.get(attr, MISSING)
-            ctx.names.append((d, attr, v))
-            parts.append((attr, MISSING if v is MISSING else key(v, ctx, False)))
-        return ("module", Namespace(value), tuple(parts))
+    if attrs is not None and isinstance(value, types.ModuleType):
+        return _module_attrs(value, attrs, ctx)
     return key(value, ctx, False)
+
+
+def _library_state(v: Any) -> bool:
+    """Whether `v` is a library's object with attributes, neither a container nor a value nor a
+    constant (a config object), which `_module_attrs` keys one level deep."""
+    from . import _rules  # The dispatcher imports this module.
+
+    t = type(v)
+    return (
+        _rules.resolve(t) is library_object
+        and not isinstance(v, (Mapping, Sequence, Set, Sized, Iterable))
+        and (getattr(v, "__dict__", None) is not None or bool(slots_of(t)))
+        and not library_constant(v)
+    )
+
+
+def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
+    """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
+    `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
+    `jax.nn`) is constant and left out; its data (`os.environ`, `sys.argv`) is keyed as what it
+    is. An attribute the module's dict does not hold, served by a module `__getattr__`, cannot be
+    keyed: the reader gets a key equal to nothing."""
+    d = m.__dict__
+    library = library_module(m)
+    parts = []
+    for attr in attrs:
+        v = d.get(attr, MISSING)
+        if library and v is not MISSING and library_code_object(v):
+            continue
+        if v is MISSING and "__getattr__" in d:
+            return too_deep(m, ctx)
+        ctx.names.append((d, attr, v))
+        if v is MISSING:
+            parts.append((attr, MISSING))
+        elif library and _library_state(v):
+            parts.append((attr, shallow(v, ctx)))
+        else:
+            parts.append((attr, key(v, ctx, False)))
+    if library and not parts:
+        return Namespace(m)
+    return ("module", Namespace(m), tuple(parts))
 
 
 @compound
@@ -96,6 +137,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         if watch is not None:
             ctx.extend(watch)
             ctx.identity |= memo.key.identity
+            ctx.own_eq |= not memo.key.substitutable
             return memo.key.parts
     code = f.__code__
     library = library_function(f)
@@ -177,17 +219,42 @@ def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     return ("jit", key(fun, ctx, False), key(info, ctx, False))
 
 
-def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """An object of a library class with no value semantics. One of a library module's own
-    named objects (`jax.nn.relu`, a `jax.custom_jvp`) is a constant, and so is a stateless
-    sentinel (`object()`); any other is data the program made at run time (a
-    `types.SimpleNamespace`, an `argparse.Namespace`, a `collections.deque`, a `jax.custom_vjp`
-    whose `defvjp` changes a rule in place): itself and what it holds now, watched."""
+def library_hashable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-library-object`, `K-own-eq`: an object of a library class with its own `==`: one of a
+    library module's own stateless objects (`jnp.multiply`) is a constant; any other is compared
+    by its own `==` (never substituted)."""
     if library_constant(obj):
         return Namespace(obj)
+    return own_eq(obj, ctx, content_ok)
+
+
+def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-library-object`: an object of a library class with no value semantics. One of a library
+    module's own stateless objects (`jax.nn.relu`, a sentinel such as Equinox's `MISSING`) is a
+    constant. A mapping, sequence or set (`os.environ`, a `collections.deque`, a weak container)
+    is itself and its items, watched. Any other is data the program made at run time (a
+    `types.SimpleNamespace`, an `argparse.Namespace`, a `jax.custom_vjp` whose `defvjp` changes a
+    rule in place): itself and what it holds now, watched; with nothing Python can read (a C
+    object), a callable is itself and anything else a key equal to nothing."""
+    if library_constant(obj):
+        return Namespace(obj)
+    if isinstance(obj, (Mapping, Sequence, Set)):
+        return container(obj, ctx, content_ok)
     if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):
         if isinstance(obj, Sized) and isinstance(obj, Iterable):
-            return sized(obj, ctx, content_ok)  # `collections.deque`, `array.array`
-        # Nothing Python can read in it: a sentinel (JAX's `UNSPECIFIED`), a C object.
-        return Namespace(obj)
+            return container(obj, ctx, content_ok)
+        if callable(obj) or hasattr(type(obj), "__get__") or _stateless(type(obj)):
+            # A C callable, a C descriptor of a class (a NamedTuple's field getter), or an
+            # object with no storage at all (`object()`): constants.
+            return Namespace(obj)
+        return opaque(obj, ctx, content_ok)
     return mutable(obj, ctx, content_ok)
+
+
+_HEAPTYPE = 1 << 9
+
+
+def _stateless(t: type) -> bool:
+    # With no `__dict__` and no slots, only a class of C code can hold state (a lock, an
+    # `itertools.count`); `object()` and a Python class's instances hold none.
+    return all(c is object or c.__flags__ & _HEAPTYPE for c in t.__mro__)

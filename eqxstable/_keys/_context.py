@@ -3,7 +3,7 @@ identity fallbacks, the budget of objects one key may walk, and the memos that m
 already-seen object cheap (within one computation, and across calls).
 
 The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
-`_rules.py`; they reach this module's `key` through `_rules.resolve`, installed at import time.
+`_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use.
 """
 
 import weakref
@@ -65,6 +65,7 @@ class Ctx:
         "copied_arrays",
         "by_value",
         "memo",
+        "own_eq",
     )
 
     def __init__(self, by_value: bool = False) -> None:
@@ -83,6 +84,9 @@ class Ctx:
         self.copied_arrays = False
         # The key of every object already keyed in this computation (see `compound`).
         self.memo: dict[int, _Seen] = {}
+        # Whether some part is compared by an object's own `==` (`Equal`): shared by `==`, yet
+        # never substituted by `intern`.
+        self.own_eq = False
 
     def watch(self) -> Watch:
         return Watch(tuple(self.states), tuple(self.names), tuple(self.blobs))

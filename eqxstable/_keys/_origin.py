@@ -12,6 +12,7 @@ import site
 import sys
 import sysconfig
 import types
+from collections.abc import Iterable, Sized
 from typing import Any
 
 
@@ -33,6 +34,7 @@ def _library_roots() -> tuple[str, ...]:
 
 
 _ROOTS = _library_roots()
+_OWN_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
 
 
 @ft.lru_cache(maxsize=4096)
@@ -144,6 +146,20 @@ def _library_class(cls: type) -> bool:
     return _named_in_library_module(cls, cls.__qualname__, extension_ok=True)
 
 
+@ft.cache
+def own_class(cls: type) -> bool:
+    """Whether a class is eqxstable's own (its `filter_jit` wrapper, a frozen dataclass compared
+    by identity whose fields are by design what it computes with): found under its name in a
+    module of this package."""
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(module, "__file__", None)
+    return (
+        isinstance(filename, str)
+        and os.path.realpath(filename).startswith(_OWN_ROOT)
+        and _named_in_library_module(cls, cls.__qualname__)
+    )
+
+
 def _named_in_library_module(obj: Any, qualname: Any, extension_ok: bool = False) -> bool:
     """Whether `obj` is what a library module holds under the name `obj` says it has (read from
     the module's dict: a module `__getattr__` may warn). With `extension_ok`, any object naming
@@ -177,15 +193,39 @@ _NOT_FOUND = object()
 _constants: dict[int, Any] = {}
 
 
+def _has_state(obj: Any) -> bool:
+    """Whether an object holds something Python can read and change: items (a mapping, a list,
+    `os.environ`), or attributes. A callable's attributes are its code's (`jax.nn.relu`, a
+    `jax.custom_jvp`, holds its rules), which the library constant rule covers."""
+    if isinstance(obj, (Sized, Iterable)):
+        return True
+    if callable(obj):
+        return False
+    d = getattr(obj, "__dict__", None)
+    return bool(d) or any(hasattr(obj, name) for name in _slots(type(obj)))
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    return tuple(
+        name
+        for c in cls.__mro__
+        for name in getattr(c, "__slots__", ())
+        if isinstance(name, str) and name not in ("__dict__", "__weakref__")
+    )
+
+
 def library_constant(obj: Any) -> bool:
     """Whether an object of a library class is one of a library module's own objects, made once
-    when the package was imported: `jax.nn.relu` (a `jax.custom_jvp` named by its `__module__`
-    and `__qualname__`), a sentinel such as Equinox's `MISSING` (held by the module of its
-    class). Objects that a library class makes at run time (a `types.SimpleNamespace`, an
-    `argparse.Namespace`) are the program's data."""
+    when the package was imported, *and* code rather than data: `jax.nn.relu` (a `jax.custom_jvp`
+    named by its `__module__` and `__qualname__`), a stateless sentinel such as Equinox's
+    `MISSING` (held by the module of its class). Never a container or an object with state,
+    wherever it lives (`os.environ`, a package's config object): that is the program's data, as
+    are the objects a library class makes at run time (a `types.SimpleNamespace`)."""
     if _constants.get(id(obj)) is obj:
         return True
     try:
+        if _has_state(obj):
+            return False
         found = _named_in_library_module(obj, getattr(obj, "__qualname__", None))
         if not found:
             module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
@@ -199,3 +239,21 @@ def library_constant(obj: Any) -> bool:
     if found:
         _constants[id(obj)] = obj
     return found
+
+
+def library_code_object(obj: Any) -> bool:
+    """Whether an attribute read from a library module is its *code*, taken as constant with the
+    module (`jnp.sin`, `jax.nn`, `np.ndarray`, `len`, `jax.nn.relu`), rather than its *data*
+    (`os.environ`, `sys.argv`, a dict or a number a package keeps), which is keyed as what it
+    is and watched. A user function assigned to a library module is the user's."""
+    if isinstance(obj, types.ModuleType):
+        return library_module(obj)
+    if isinstance(obj, type):
+        return library_class(obj)
+    if isinstance(obj, types.FunctionType):
+        return library_code(obj.__code__)
+    if isinstance(obj, types.MethodType):
+        return library_code_object(obj.__func__)
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return True
+    return library_class(type(obj)) and library_constant(obj)

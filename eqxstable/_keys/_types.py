@@ -3,8 +3,9 @@
 A key is a `Key` wrapping nested tuples, each tagged with the exact type (or kind) it stands for.
 Inside them three helper types stand for things that are not compared by value: `Identity` (this
 very object), `Namespace` (a constant: a globals dict, a library module or class; identity is the
-expected key there, not a fallback), and `Equal` (an object of a library class with its own
-`__eq__`/`__hash__`, compared with that equality within one exact type). `FunctionKey` and
+expected key there, not a fallback), and `Equal` (an object whose class defines its own
+`__eq__`/`__hash__` and is not on the allowlist, compared with that equality within one exact
+type; a key holding one is never substituted by `intern`). `FunctionKey` and
 `MutableKey` name the parts of the two compound keys that explanations read.
 """
 
@@ -20,12 +21,15 @@ class Key:
     The hash is computed once, so a key is cheap to use in a dict however deep it is.
     """
 
-    __slots__ = ("parts", "identity", "_hash")
+    __slots__ = ("parts", "identity", "substitutable", "_hash")
 
-    def __init__(self, parts: Any, identity: bool):
+    def __init__(self, parts: Any, identity: bool, substitutable: bool = True):
         self.parts = parts
         # Whether any part of this key fell back to identity (a list, a plain object, ...).
         self.identity = identity
+        # Whether `intern` may hand out another object with this key: not when some part is
+        # compared by an object's own `==` (`Equal`), which says nothing of the state it holds.
+        self.substitutable = substitutable
         self._hash = hash(parts)
 
     def __hash__(self) -> int:
@@ -82,8 +86,9 @@ class Namespace(Identity):
 
 
 class Equal:
-    """An object whose class defines `__eq__` and `__hash__`: compared with its own equality, and
-    only against objects of exactly the same type."""
+    """An object whose class defines `__eq__` and `__hash__` (and is not on the allowlist):
+    compared with its own equality, as Equinox compares static values, and only against objects
+    of exactly the same type."""
 
     __slots__ = ("obj", "_hash")
 

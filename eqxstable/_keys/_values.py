@@ -1,9 +1,9 @@
 """Keys of values: numbers and strings by exact type and bits, immutable containers by their
 items, objects that can change in place by their identity and their contents, NumPy arrays by
-dtype, shape and bytes, and hashable library objects by what `pickle` would save of them."""
+dtype, shape and bytes, and objects with an `==` of their own by that `==` (never substituted)."""
 
-import copyreg
 import dataclasses
+import enum
 import functools as ft
 import struct
 import types
@@ -66,8 +66,10 @@ def slice_(obj: slice, ctx: Ctx, content_ok: bool) -> Any:
 def enum_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # By value, not name: `IntFlag` pseudo-members such as `Perm(0)` and `Perm(8)` have no name.
     # `__objclass__` is the member's own class, named already.
+    # The class as any class is keyed: a user's enum's namespace is watched (a class attribute
+    # assigned later is seen), a library's is a constant.
     attrs = extra_attrs(obj, ctx, skip=("__objclass__",))
-    return ("enum", Namespace(type(obj)), key(obj._value_, ctx, False), attrs)
+    return ("enum", key(type(obj), ctx, False), key(obj._value_, ctx, False), attrs)
 
 
 def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -100,9 +102,17 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
 def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """A subclass of `int`, `float`, `complex`, `str` or `bytes`: its exact type, the builtin
     value (never the subclass's own `==`) and its attributes."""
+    # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
+    slots = slots_of(type(obj))
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    state = (
+        extra_attrs(obj, ctx),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
     for base in (bool, int, float, complex, str, bytes):
         if isinstance(obj, base):
-            return (type(obj), key(base(obj), ctx, False), extra_attrs(obj, ctx))  # pyright: ignore
+            return (key(type(obj), ctx, False), key(base(obj), ctx, False), state)  # pyright: ignore
     return identity(obj, ctx)
 
 
@@ -122,16 +132,12 @@ def attrs_state(obj: Any) -> tuple:
     return (len(d), *d.keys(), *d.values())
 
 
-def list_state(obj: list) -> tuple:
+def list_state(obj: Any) -> tuple:
     return (len(obj), *obj)
 
 
 def dict_state(d: dict) -> tuple:
     return (len(d), *d.keys(), *d.values())
-
-
-def set_state(s: Any) -> tuple:
-    return (len(s), *s)
 
 
 _slot_names: dict[type, tuple[str, ...]] = {}
@@ -175,8 +181,8 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, dict_state, dict_state(obj)))
         contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
     elif isinstance(obj, (set, bytearray)):
-        # Their contents change without any identity changing: a copy is compared instead.
-        ctx.states.append((obj, _copy_state, _copy_state(obj)))
+        # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
+        ctx.states.append((obj, list_state, list_state(obj)))
         contents = tuple([key(x, ctx, False) for x in obj])
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
@@ -205,16 +211,6 @@ def _fields_eq(cls: type) -> bool:
 
 
 @compound
-def sized(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """A library container with no attributes to read (`collections.deque`, `array.array`): this
-    very object and its items now; a copy of them is compared on each call."""
-    ctx.identity = True
-    ctx.states.append((obj, _copy_state, _copy_state(obj)))
-    items = tuple([key(x, ctx, False) for x in obj])
-    return MutableKey(Identity(obj), (Namespace(type(obj)), items))
-
-
-@compound
 def mapping_proxy(obj: types.MappingProxyType, ctx: Ctx, content_ok: bool) -> Any:
     """A read-only view of a mapping that can change underneath (a class's `__dict__`, a view the
     user made of a dict): this very view and the items it shows now, watched."""
@@ -239,19 +235,8 @@ def _container_contents(obj: Any, ctx: Ctx) -> Any:
     if type(obj) is dict:
         ctx.states.append((obj, dict_state, dict_state(obj)))
         return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
-    ctx.states.append(
-        (obj, list_state, list_state(obj))
-        if type(obj) is list
-        else (obj, _copy_state, _copy_state(obj))
-    )
+    ctx.states.append((obj, list_state, list_state(obj)))
     return (type(obj), tuple([key(x, ctx, False) for x in obj]))
-
-
-def _copy_state(obj: Any) -> tuple:
-    # The items themselves, compared by identity on each call: a set, a deque or a bytearray
-    # (whose items are cached small ints) that did not change stays valid, so a hit does not key
-    # it again; an `array.array` makes new objects per read, so it is always keyed again.
-    return tuple(obj)
 
 
 def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
@@ -306,45 +291,46 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 
 @compound
-def by_reduce(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """A hashable object (by Python's data model, immutable): its exact class and what `pickle`
-    saves of it, keyed by value. `Decimal('1.00')` and `Decimal('1.0')`, or a `datetime` in two
-    time zones, are equal under `==` but not here. Where that state cannot be had, or holds
-    changeable objects, a library class's own `==` is used, and a user's object is its identity
-    and contents."""
-    t = type(obj)
+def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """An object whose class defines its own `__eq__` and `__hash__` and is not on the allowlist
+    (a user's class, a library's value class not known here): compared with its own `==`, within
+    its exact type, as Equinox compares static values, and never substituted by `intern` (two
+    equal objects may each hold lists of their own). Never keyed by a guessed state
+    (`__reduce_ex__`, `__getstate__`): its `==` must hold, and, as a further condition that can
+    only ever split keys, so must every attribute Python can see (by the usual rules: a list by
+    identity), watched; an `==` that calls everything equal cannot then share a program between
+    two objects that compute differently."""
     try:
-        hash(obj)
+        obj_hash = hash(obj)
     except Exception:
         return identity(obj, ctx)
-    try:
-        reduced = obj.__reduce_ex__(4)
-    except Exception:
-        reduced = None
-    if isinstance(reduced, tuple) and len(reduced) >= 2:
-        # What `__reduce_ex__` returns is made afresh: its lists and dicts are keyed by contents.
-        sub = Ctx(by_value=True)
-        sub.stack, sub.depth = ctx.stack, ctx.depth
-        func, args, *rest = reduced
-        if func is copyreg.__newobj__ or func is copyreg._reconstructor:  # pyright: ignore
-            args = args[1:]
-        attrs: Any = ()
-        if rest and rest[0] is getattr(obj, "__dict__", MISSING):
-            # The object's own attributes: by value (and watched), not as a changeable dict.
-            attrs, rest = extra_attrs(obj, sub), rest[1:]
-        try:
-            state = (key((args, *rest), sub, False), attrs)
-        except Exception:
-            state = None
-        if state is not None and not sub.identity:
-            ctx.extend(sub.watch())
-            return (Namespace(t), key(func, ctx, False), state)
-    if library_class(t):
-        try:
-            return Equal(obj, hash(obj))
-        except Exception:
-            return identity(obj, ctx)
-    return _mutable(obj, ctx, content_ok)
+    ctx.own_eq = True
+    t = type(obj)
+    slots = slots_of(t)
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    state = (
+        extra_attrs(obj, ctx),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), state)
+
+
+@compound
+def own_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-own-value`: one of eqxstable's own immutable canonical forms (`FrozenDict`,
+    `ReadOnlyArray`), by what its `__reduce__` rebuilds it from, which is its whole state by
+    design (lists and dicts there are made afresh: by contents). Where that holds something
+    keyed by identity, its own exact `==` (written for this package)."""
+    func, args = obj.__reduce__()[:2]
+    sub = Ctx(by_value=True)
+    sub.stack, sub.depth = ctx.stack, ctx.depth
+    state = key(args, sub, False)
+    if sub.identity:
+        return Equal(obj, hash(obj))
+    ctx.extend(sub.watch())
+    ctx.own_eq |= sub.own_eq
+    return (Namespace(type(obj)), key(func, ctx, False), state)
 
 
 @compound
@@ -357,6 +343,9 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             continue
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
+        # An enum's members and its `_sunder_` bookkeeping are made by its class body and
+        # cannot be reassigned; keying them would only make the member keyed in terms of itself.
+        skip = _enum_made(c)
         # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
         # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
         # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
@@ -364,13 +353,30 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         items = tuple(
             (k, key(v, ctx, False))
             for k, v in d.items()
-            if k not in IGNORED_ATTRS and not (_dunder(k) and (not callable(v) or _generated(v)))
+            if k not in IGNORED_ATTRS
+            and k not in skip
+            and not (_dunder(k) and (not callable(v) or generated(v)))
         )
         out.append((Namespace(c), items))
     return ("class", Namespace(cls), tuple(out))
 
 
-def _generated(f: Any) -> bool:
+def _enum_made(c: type) -> Any:
+    if not isinstance(c, enum.EnumMeta):
+        return ()
+    members = c.__dict__.get("_member_map_", {})
+    return {
+        k
+        for k, v in c.__dict__.items()
+        if k in members or (_sunder(k) and not callable(v) and not isinstance(v, staticmethod))
+    }
+
+
+def _sunder(name: str) -> bool:
+    return len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
+
+
+def generated(f: Any) -> bool:
     f = getattr(f, "__wrapped__", f)
     code = getattr(f, "__code__", None)
     return code is not None and code.co_filename == "<string>"

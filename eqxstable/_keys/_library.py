@@ -1,0 +1,319 @@
+"""Keys of objects of library classes: the immutable values on the allowlist (`Decimal`,
+`Fraction`, `datetime`, paths, patterns, `UUID`, dtypes, signatures), keyed by their whole state;
+buffers (`memoryview`, `array.array`, `mmap`, ctypes), weak references and library containers
+(`os.environ`, a `WeakValueDictionary`), keyed by identity and what they hold now, watched.
+
+Each handler here is a row of the table in `README.md` (its id is given in the docstring).
+"""
+
+import ctypes
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ._context import compound, Ctx, identity, key, too_deep
+from ._types import Equal, Identity, MutableKey, Namespace
+from ._values import dtype_key, object_state, slots_of
+from ._watch import MISSING
+
+
+#
+# Values on the allowlist: immutable, and all of their state is read here.
+#
+
+
+def decimal_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-decimal`: sign, digits and exponent (`Decimal('1.00')` and `Decimal('1.0')` differ;
+    NaN, sNaN and infinities by their marker)."""
+    return (type(obj), obj.as_tuple())
+
+
+def fraction(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-fraction`: numerator and denominator (ints, always in lowest terms)."""
+    return (type(obj), obj.numerator, obj.denominator)
+
+
+@compound
+def datetime_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: every field, `fold` and the `tzinfo` (keyed as what it is)."""
+    return (
+        type(obj),
+        obj.year,
+        obj.month,
+        obj.day,
+        obj.hour,
+        obj.minute,
+        obj.second,
+        obj.microsecond,
+        obj.fold,
+        key(obj.tzinfo, ctx, False),
+    )
+
+
+def date_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: year, month, day."""
+    return (type(obj), obj.year, obj.month, obj.day)
+
+
+@compound
+def time_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: every field, `fold` and the `tzinfo`."""
+    fields = (obj.hour, obj.minute, obj.second, obj.microsecond, obj.fold)
+    return (type(obj), fields, key(obj.tzinfo, ctx, False))
+
+
+def timedelta_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: days, seconds, microseconds (the normalised form)."""
+    return (type(obj), obj.days, obj.seconds, obj.microseconds)
+
+
+def timezone_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: the offset and the name (`%Z` prints it)."""
+    return (type(obj), timedelta_(obj.utcoffset(None), ctx, False), obj.tzname(None))
+
+
+def zoneinfo_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-datetime`: a `ZoneInfo` is immutable; one object per zone (the class's own cache), so
+    this very object."""
+    return ("zoneinfo", Namespace(obj))
+
+
+def path(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-path`: exact type and the path as text (a pure path is immutable; a concrete path
+    holds nothing but its text: what the file system holds is never part of a key)."""
+    return (type(obj), str(obj))
+
+
+@compound
+def pattern(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-pattern`: the pattern (`str` or `bytes`) and the flags it was compiled with."""
+    return (type(obj), key(obj.pattern, ctx, False), obj.flags)
+
+
+@compound
+def uuid_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-uuid`: the 128-bit value and `is_safe`."""
+    return (type(obj), obj.int, key(obj.is_safe, ctx, False))
+
+
+@compound
+def signature(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-signature`: each parameter and the return annotation (`jax.jit` keeps the signature
+    of the function it wraps)."""
+    params = tuple([key(p, ctx, False) for p in obj.parameters.values()])
+    return (type(obj), params, key(obj.return_annotation, ctx, False))
+
+
+@compound
+def parameter(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-signature`: name, kind, default and annotation."""
+    parts = (obj.name, obj.kind, obj.default, obj.annotation)
+    return (type(obj), tuple([key(x, ctx, False) for x in parts]))
+
+
+def _names(dt: np.dtype) -> tuple:
+    return (dt.names,)
+
+
+@compound
+def dtype_(obj: np.dtype, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-dtype`: the full description. A structured dtype's `names` can be assigned in place,
+    and metadata can hold anything: such a dtype is watched and never substituted."""
+    parts: Any = (np.dtype, dtype_key(obj))
+    if obj.names is not None or obj.metadata:
+        ctx.own_eq = True
+        ctx.states.append((obj, _names, _names(obj)))
+        meta = obj.metadata or {}
+        parts = (*parts, tuple([(k, key(v, ctx, False)) for k, v in meta.items()]))
+    return parts
+
+
+def _jax_values() -> tuple[type, ...]:
+    import jax
+    import jax.core
+
+    names = [
+        (jax, "ShapeDtypeStruct"),
+        (jax.sharding, "NamedSharding"),
+        (jax.sharding, "AbstractMesh"),
+        (jax.core, "ShapedArray"),
+    ]
+    return tuple(t for m, n in names if isinstance(t := getattr(m, n, None), type))
+
+
+# JAX's immutable descriptions of arrays (what a closure-converted jaxpr or `eval_shape` holds):
+# JAX itself keys its caches by their `==`, which is exact and covers their whole state.
+JAX_VALUES = _jax_values()
+
+
+def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-jax-value`: JAX's `==` within the exact type, substituted."""
+    return Equal(obj, hash(obj))
+
+
+#
+# Buffers: this very object and its bytes, compared on each call.
+#
+
+
+class BytesOf:
+    """A buffer in a `Watch`'s blobs: `tobytes()` reads its bytes now (`None` once it cannot be
+    read: a released view, a closed map), so that a change in place is seen."""
+
+    __slots__ = ("obj", "read")
+
+    def __init__(self, obj: Any, read: Callable[[Any], bytes]):
+        self.obj = obj
+        self.read = read
+
+    def tobytes(self) -> bytes | None:
+        try:
+            return self.read(self.obj)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _buffer(obj: Any, ctx: Ctx, read: Callable[[Any], bytes], describe: Any) -> Any:
+    ctx.identity = True
+    data = read(obj)
+    ctx.blobs.append((BytesOf(obj, read), data))
+    return MutableKey(Identity(obj), (type(obj), describe, data))
+
+
+def _view_bytes(obj: Any) -> bytes:
+    return memoryview(obj).tobytes()
+
+
+def memoryview_(obj: memoryview, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: a view over memory that can change underneath (a `bytearray`, an array)."""
+    return _buffer(obj, ctx, memoryview.tobytes, (obj.format, obj.shape))
+
+
+def array_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: `array.array`, typecode and bytes."""
+    return _buffer(obj, ctx, type(obj).tobytes, obj.typecode)
+
+
+def _void_bytes(obj: Any) -> bytes:
+    return obj.tobytes()
+
+
+def void(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: a structured NumPy scalar (`np.void`) is a view into its array, writable in
+    place (`v["a"] = 5`): this very object, its dtype and its bytes."""
+    return _buffer(obj, ctx, _void_bytes, dtype_key(obj.dtype))
+
+
+def _map_bytes(obj: Any) -> bytes:
+    return obj[:]
+
+
+def mmap_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: a memory map, read whole (never exported: a view would forbid `close`)."""
+    return _buffer(obj, ctx, _map_bytes, None)
+
+
+_POINTERS = (ctypes._Pointer, ctypes.c_char_p, ctypes.c_wchar_p, ctypes.c_void_p)
+_FUNCTION = type(ctypes.CFUNCTYPE(None))
+
+
+def _holds_pointer(t: Any, depth: int = 0) -> bool:
+    if depth > 20 or not isinstance(t, type) or issubclass(t, (*_POINTERS, _FUNCTION)):
+        return True
+    if issubclass(t, ctypes.Array):
+        return _holds_pointer(t._type_, depth + 1)  # pyright: ignore[reportAttributeAccessIssue]
+    if issubclass(t, (ctypes.Structure, ctypes.Union)):
+        fields = getattr(t, "_fields_", ())
+        return any(_holds_pointer(f[1], depth + 1) for f in fields)
+    return False
+
+
+CTYPES = (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes.Union, *_POINTERS, _FUNCTION)
+
+
+def ctypes_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-buffer`: a ctypes object by its bytes. One holding a pointer reads memory its bytes do
+    not show: a key equal to nothing."""
+    if _holds_pointer(type(obj)):
+        return too_deep(obj, ctx)
+    return _buffer(obj, ctx, _view_bytes, None)
+
+
+#
+# Weak references and library containers.
+#
+
+
+def _alive(box: tuple) -> tuple:
+    return (box[0]() is None,)
+
+
+@compound
+def weak_ref(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-weakref`: this very reference (never its referent's `==`) and what the referent is
+    now; its death is a change."""
+    ctx.identity = True
+    # In a tuple: a `Watch` takes a bare weak reference for one of its own, and would follow it.
+    box = (obj,)
+    ctx.states.append((box, _alive, _alive(box)))
+    return MutableKey(Identity(obj), (type(obj), key(obj(), ctx, False)))
+
+
+def weak_proxy(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-weakref`: a proxy forwards every read to a referent that cannot be named: a key equal
+    to nothing."""
+    return too_deep(obj, ctx)
+
+
+def _canonical(x: Any) -> Any:
+    # A mapping that decodes on each read (`os.environ`) gives a new `str` each time: the
+    # interned one is the same object while the text is the same.
+    return sys.intern(x) if type(x) is str else x
+
+
+def items_state(obj: Any) -> tuple:
+    if isinstance(obj, Mapping):
+        items = list(obj.items())
+        return (len(items), *[_canonical(k) for k, _ in items], *[_canonical(v) for _, v in items])
+    items = list(obj)
+    return (len(items), *map(_canonical, items))
+
+
+@compound
+def container(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-library-container`: a mapping, sequence or set of a library class (`os.environ`, a
+    `WeakValueDictionary`, a `collections.deque`): this very object and its items now, watched
+    through its own `items()` or iteration."""
+    ctx.identity = True
+    ctx.states.append((obj, items_state, items_state(obj)))
+    if isinstance(obj, Mapping):
+        items: Any = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
+    else:
+        items = tuple([key(x, ctx, False) for x in obj])
+    return MutableKey(Identity(obj), (Namespace(type(obj)), items))
+
+
+def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-opaque`: an object with state Python cannot read (a C object that is not a constant:
+    a lock, an `itertools.count`): this very object, never shared with another."""
+    return identity(obj, ctx)
+
+
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
+def shallow(obj: Any, ctx: Ctx) -> Any:
+    """`K-module-attrs`: an object with state that a library module holds (a config object such
+    as `jax.config`, a registry), read by a user function: itself and its attributes one level
+    deep (plain values by value, anything else by identity), watched. What those hold in turn is
+    the library's own, and is not walked (it may be large, and changes on every call)."""
+    ctx.identity = True
+    ctx.states.append((obj, object_state, object_state(obj)))
+    names = [*(getattr(obj, "__dict__", None) or {}), *slots_of(type(obj))]
+    parts = []
+    for name in names:
+        v = getattr(obj, name, MISSING)
+        parts.append((name, key(v, ctx, False) if type(v) in _PLAIN else Identity(v)))
+    return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(parts)))
