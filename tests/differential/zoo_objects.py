@@ -3,7 +3,10 @@
 ctypes; `memoryview`; weak references and weak containers; `os.environ` and `sys.argv`; NumPy
 arrays, scalars and dtypes; mutable builtins). See `zoo_values.py` for what a kind is."""
 
+import collections
 import ctypes
+import dataclasses
+import datetime as dt
 import os
 import sys
 import types
@@ -583,3 +586,138 @@ def _read_void(o):
 )
 def _read_dtype(o):
     return o.itemsize + len(o.metadata or {}) * 10 + len(str(o)) * 100
+
+
+# Immutable-looking containers and values that hold something that can change.
+
+
+class ShiftTZ(dt.tzinfo):
+    """A user time zone whose offset is an attribute: an aware datetime's `==` and `hash` ask it."""
+
+    def __init__(self, hours):
+        self.hours = hours
+
+    def utcoffset(self, d):
+        return dt.timedelta(hours=self.hours)
+
+    def tzname(self, d):
+        return f"Z{self.hours}"
+
+    def dst(self, d):
+        return dt.timedelta(0)
+
+
+def _tz_mutate(o, i):
+    o.tzinfo.hours = float(i)
+
+
+@kind(
+    "datetime_user_tzinfo",
+    lambda i: dt.datetime(2020, 1, 1, 12, tzinfo=ShiftTZ([1.0, 1.0, 2.0][i])),
+    n=3,
+    mutate=_tz_mutate,
+)
+def _read_user_tz(o):
+    return o.utcoffset().total_seconds() / 3600 + o.hour * 10
+
+
+def _first_a_mutate(o, i):
+    next(iter(o)).a = float(i)
+
+
+@kind(
+    "frozenset_of_user_objects",
+    lambda i: frozenset([UserEq([1.0, 1.0, 2.0][i])]),
+    n=3,
+    mutate=_first_a_mutate,
+)
+def _read_frozenset_user(o):
+    return sum(e.a for e in o)
+
+
+def _items_mutate(o, i):
+    o.items.append(float(i))
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenHolder:
+    items: list
+
+
+@kind(
+    "frozen_dataclass_holding_list",
+    lambda i: FrozenHolder([[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]][i]),
+    n=3,
+    mutate=_items_mutate,
+)
+def _read_frozen_holder(o):
+    return weighted(o.items) + len(o.items) * 10
+
+
+def _tuple_list_mutate(o, i):
+    o[1].append(float(i))
+
+
+@kind(
+    "tuple_holding_list",
+    lambda i: ("w", [[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]][i]),
+    n=3,
+    mutate=_tuple_list_mutate,
+)
+def _read_tuple_list(o):
+    return weighted(o[1]) + len(o[1]) * 10
+
+
+def _tuple_array_mutate(o, i):
+    o[0][0] = i
+
+
+@kind(
+    "tuple_holding_ndarray",
+    lambda i: (np.array([[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]][i]),),
+    n=3,
+    mutate=_tuple_array_mutate,
+)
+def _read_tuple_array(o):
+    return weighted(o[0].tolist())
+
+
+def _userdict_mutate(o, i):
+    o["a"] = float(i)
+
+
+@kind(
+    "userdict",
+    lambda i: collections.UserDict(a=[1.0, 1.0, 2.0][i]),
+    n=3,
+    mutate=_userdict_mutate,
+)
+def _read_userdict(o):
+    return o["a"] + len(o) * 10
+
+
+def _mask_mutate(o, i):
+    o.mask[i % 2] = not o.mask[i % 2]
+
+
+@kind(
+    "numpy_masked_array",
+    lambda i: np.ma.array([1.0, 2.0], mask=[[False, True], [False, False], [True, False]][i]),
+    n=3,
+    mutate=_mask_mutate,
+)
+def _read_masked(o):
+    return float(o.filled(0.0).sum()) + int(o.count()) * 10
+
+
+class Other(Plain):
+    pass
+
+
+def _class_mutate(o, i):
+    o.__class__ = Other if i % 2 else Plain
+
+
+@kind("class_swapped", lambda i: [Plain, Other, Plain][i](1.0), n=3, mutate=_class_mutate)
+def _read_class_swapped(o):
+    return o.a + tname(o) * 10
