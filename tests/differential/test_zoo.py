@@ -33,8 +33,8 @@ from .harness import call_obj, check, MODES
 from .zoo_values import Kind, KINDS
 
 
-# Examples per kind in a run: 71 kinds x 4 run in about a minute on a busy two-core machine.
-EXAMPLES_PER_KIND = 4
+# Examples per kind in a run: 79 kinds x 3 run in about a minute on a busy two-core machine.
+EXAMPLES_PER_KIND = 3
 PLACEMENTS = ("arg", "field", "closure", "global", "default")
 ACTIONS = ("again", "fresh", "rebind", "mutate")
 KIND_BY_NAME = {k.name: k for k in KINDS}
