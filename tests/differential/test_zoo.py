@@ -33,7 +33,7 @@ from .harness import call_obj, check, MODES
 from .zoo_values import Kind, KINDS
 
 
-# Examples per kind in a run: 79 kinds x 3 run in about a minute on a busy two-core machine.
+# Examples per kind in a run: 84 kinds x 3, about 90 s of wall time on a busy two-core machine.
 EXAMPLES_PER_KIND = 3
 PLACEMENTS = ("arg", "field", "closure", "global", "default")
 ACTIONS = ("again", "fresh", "rebind", "mutate")
@@ -49,7 +49,12 @@ _F03 = (
     "OrderedDict reuses the old program"
 )
 _F09 = "09-stable-numpy-void-stale-copy.py: a StableModule holds a changed np.void of another"
+_F11 = "11-builtin-subclass-slots-ignored.py: a builtin subclass's slots are left out of its key"
+_F12 = "12-builtin-subclass-class-attribute.py: a builtin subclass's class attribute is not seen"
 KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {
+    ("float_subclass_with_slots", None, None): _F11,
+    ("float_subclass_class_attribute", None, "jit_arg"): _F12,
+    ("float_subclass_class_attribute", None, "jit_wrap"): _F12,
     ("numpy_void", "arg", "stable"): _F09,
     ("numpy_void", "field", "stable"): _F09,
     ("frozenset_order", "field", "stable"): _F02,
@@ -227,6 +232,8 @@ def cases(draw, kind: Kind) -> tuple[Case, str]:
 )
 @given(data=st.data())
 def test_zoo(kind, data):
+    if not any(_known(kind.name, p, m) is None for p in PLACEMENTS for m in MODES):
+        pytest.skip(f"every case is a known wrong answer: {_known(kind.name, '', '')}")
     case, mode = data.draw(cases(kind))
     note(f"{case} under {mode}")
     run_case(case, mode)
@@ -244,6 +251,9 @@ _KNOWN_CASES = [
             _F03,
         ),
         (Case("numpy_void", "field", 2, (("mutate", 0), ("fresh", 2))), "stable", _F09),
+        (Case("float_subclass_with_slots", "arg", 0, (("fresh", 1),)), "jit_arg", _F11),
+        (Case("float_subclass_with_slots", "field", 0, (("fresh", 1),)), "intern", _F11),
+        (Case("float_subclass_class_attribute", "arg", 0, (("mutate", 2),)), "jit_arg", _F12),
     ]
 ]
 

@@ -7,6 +7,8 @@ import collections
 import ctypes
 import dataclasses
 import datetime as dt
+import enum
+import functools
 import os
 import sys
 import types
@@ -721,3 +723,54 @@ def _class_mutate(o, i):
 @kind("class_swapped", lambda i: [Plain, Other, Plain][i](1.0), n=3, mutate=_class_mutate)
 def _read_class_swapped(o):
     return o.a + tname(o) * 10
+
+
+def _enum_list_factory(h):
+    class Widths(enum.Enum):
+        SMALL = [1.0, 2.0]
+        LARGE = [3.0]
+
+    return lambda i: [Widths.SMALL, Widths.LARGE, Widths.SMALL][i]
+
+
+def _enum_list_mutate(o, i):
+    o.value.append(float(i))
+
+
+@kind("enum_with_list_value", factory=_enum_list_factory, n=3, mutate=_enum_list_mutate)
+def _read_enum_list(o):
+    return weighted(o.value) + len(o.value) * 10
+
+
+def _total(items):
+    return weighted(items)
+
+
+def _partial_mutate(o, i):
+    o.args[0].append(float(i))
+
+
+@kind(
+    "partial_over_list",
+    lambda i: functools.partial(_total, [[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]][i]),
+    n=3,
+    mutate=_partial_mutate,
+)
+def _read_partial(o):
+    return o()
+
+
+@dataclasses.dataclass(frozen=True)
+class Tagged:
+    a: float
+    tag: str = dataclasses.field(compare=False, default="x")
+
+
+@kind(
+    "dataclass_compare_false",
+    lambda i: Tagged(1.0, ["x", "yyy", "x"][i]),
+    n=3,
+    eq_blind=True,
+)
+def _read_tagged(o):
+    return o.a + len(o.tag) * 10

@@ -659,3 +659,51 @@ def _holder_mutate(o, i):
 )
 def _read_holder(o):
     return weighted(o.items)
+
+
+# Builtin subclasses whose changeable state is not in an instance `__dict__`: slots, the class.
+
+
+class SlotFloat(float):
+    __slots__ = ("w",)
+
+
+def _slot_float(value, w):
+    obj = SlotFloat(value)
+    obj.w = w
+    return obj
+
+
+def _set_slot_w(o, i):
+    o.w = float(i)
+
+
+@kind(
+    "float_subclass_with_slots",
+    lambda i: [_slot_float(1, 0.0), _slot_float(1, 1.0), _slot_float(2, 0.0)][i],
+    n=3,
+    mutate=_set_slot_w,
+)
+def _read_slot_float(o):
+    return float(o) + o.w * 10
+
+
+def _class_attribute_factory(h):
+    class Scaled(float):
+        scale = 1.0
+
+    return lambda i: Scaled([1.0, 1.0, 2.0][i])
+
+
+def _class_attribute_mutate(o, i):
+    setattr(type(o), "scale", float(i))
+
+
+@kind(
+    "float_subclass_class_attribute",
+    factory=_class_attribute_factory,
+    n=3,
+    mutate=_class_attribute_mutate,
+)
+def _read_class_attribute(o):
+    return float(o) + getattr(type(o), "scale") * 10
