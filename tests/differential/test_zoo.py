@@ -49,6 +49,9 @@ _F03 = (
     "OrderedDict reuses the old program"
 )
 _F09 = "09-stable-numpy-void-stale-copy.py: a StableModule holds a changed np.void of another"
+_F13 = (
+    "13-intern-function-defaults-rebound.py: intern substitutes a function whose default is rebound"
+)
 _F11 = "11-builtin-subclass-slots-ignored.py: a builtin subclass's slots are left out of its key"
 _F12 = "12-builtin-subclass-class-attribute.py: a builtin subclass's class attribute is not seen"
 KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {
@@ -58,6 +61,7 @@ KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {
     ("numpy_void", "arg", "stable"): _F09,
     ("numpy_void", "field", "stable"): _F09,
     ("frozenset_order", "field", "stable"): _F02,
+    ("set", "field", "stable"): _F02,
     ("ordered_dict", "field", "stable"): _F03,
 }
 
@@ -81,6 +85,10 @@ COPIED_BY_INTERN = {
     "numpy_masked_array",
     "tuple_holding_ndarray",
 }
+
+# Plain Equinox warns when a NumPy array subclass is a static field ("A JAX array is being set as
+# static"), and a `StableModule` does not turn a masked array into a canonical form.
+EQUINOX_REFUSES = {("numpy_masked_array", "field", "stable")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +210,9 @@ def cases(draw, kind: Kind) -> tuple[Case, str]:
     modes = [m for m in MODES if not kind.eq_blind or m in ("stable", "intern")]
     places = {m: [p for p in PLACEMENTS if _known(kind.name, p, m) is None] for m in modes}
     mode = draw(st.sampled_from([m for m in modes if places[m]]))
-    placement = draw(st.sampled_from(places[mode]))
+    placement = draw(
+        st.sampled_from([p for p in places[mode] if (kind.name, p, mode) not in EQUINOX_REFUSES])
+    )
     mutable = kind.mutate is not None
     if mode == "stable" and placement == "field" and kind.name not in COPIED_BY_STABLE_MODULE:
         # The module keeps the user's own object in its static field, and plain Equinox compares
@@ -213,6 +223,10 @@ def cases(draw, kind: Kind) -> tuple[Case, str]:
         # interns each object once, and a user changing the original interns it again.
         mutable = False
     actions = [a for a in ACTIONS if a != "mutate" or mutable]
+    if placement == "default" and mode in ("stable", "intern"):
+        # Finding 13 (a known wrong answer): a rebuilt function is substituted by an earlier one,
+        # and rebinding its default then diverges. Left out here, run as a strict xfail.
+        actions.remove("rebind")
     index = st.integers(0, kind.n - 1)
     steps = draw(st.lists(st.tuples(st.sampled_from(actions), index), min_size=1, max_size=3))
     return Case(kind.name, placement, draw(index), tuple(steps)), mode
@@ -251,6 +265,12 @@ _KNOWN_CASES = [
             _F03,
         ),
         (Case("numpy_void", "field", 2, (("mutate", 0), ("fresh", 2))), "stable", _F09),
+        (Case("set", "field", 0, (("rebind", 1),)), "stable", _F02),
+        (
+            Case("enum_with_list_value", "default", 1, (("fresh", 1), ("rebind", 2))),
+            "stable",
+            _F13,
+        ),
         (Case("float_subclass_with_slots", "arg", 0, (("fresh", 1),)), "jit_arg", _F11),
         (Case("float_subclass_with_slots", "field", 0, (("fresh", 1),)), "intern", _F11),
         (Case("float_subclass_class_attribute", "arg", 0, (("mutate", 2),)), "jit_arg", _F12),

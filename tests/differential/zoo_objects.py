@@ -442,7 +442,8 @@ def _list_mutate(o, i):
     mutate=_list_mutate,
 )
 def _read_list(o):
-    return weighted(o) + sum(tname(e) for e in o) + tname(o) * 100
+    # `isinstance`, not the exact type: a `StableModule` holds a frozen list (CONTRACT section 2).
+    return weighted(o) + sum(tname(e) for e in o) + isinstance(o, MyList) * 100
 
 
 def _dict_mutate(o, i):
@@ -456,7 +457,7 @@ def _dict_mutate(o, i):
     mutate=_dict_mutate,
 )
 def _read_dict(o):
-    return o["a"] + o.get("b", 0.5) + tname(o) + (o["zz"] if isinstance(o, MissingDict) else 0)
+    return o["a"] + o.get("b", 0.5) + (o["zz"] if isinstance(o, MissingDict) else 0)
 
 
 def _set_mutate(o, i):
