@@ -78,6 +78,9 @@ def _known(kind: str, placement: str, mode: str) -> str | None:
 # what a user does.
 COPIED_BY_STABLE_MODULE = {"list", "dict", "set", "ordered_dict", "numpy_array", "numpy_structured"}
 
+# The kinds that `intern` returns as a read-only copy when they are (leaves of) the object itself
+# (CONTRACT section 1: "NumPy values copied at interning"): a user changing the original interns
+# it again, which the harness does not (it interns each object once).
 COPIED_BY_INTERN = {
     "numpy_array",
     "numpy_structured",
