@@ -367,7 +367,8 @@ def rebound_advice(old: Any, new: Any) -> str:
                 f"`{last.name}` is assigned by `{last.owner}` itself (a count of its calls or "
                 "traces?), and changing it from outside (a reset) is a change of what the "
                 "function reads; count in a variable the function alone changes (`nonlocal n; n "
-                "+= 1` in a closure, which eqxstable ignores), or expect this recompile"
+                "+= 1` in a closure, or `global n; n += 1`, which eqxstable ignores), or expect "
+                "this recompile"
             )
     if type(a) is FunctionKey or type(b) is FunctionKey:
         return (
