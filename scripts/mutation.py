@@ -90,9 +90,9 @@ def _rewrite(path: Path, relative: str) -> int:
         for node in body:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            excluded = top and ((only is not None and node.name not in only) or (
-                node.name in import_time
-            ))
+            excluded = top and (
+                (only is not None and node.name not in only) or (node.name in import_time)
+            )
             if excluded:
                 i = node.lineno - 1
                 line = lines[i].rstrip("\n")
@@ -129,7 +129,8 @@ def _hoist(path: Path, relative: str) -> None:
         source = path.read_text()
         lines = source.splitlines(keepends=True)
         outer = next(
-            n for n in ast.parse(source).body
+            n
+            for n in ast.parse(source).body
             if isinstance(n, ast.FunctionDef) and n.name == outer_name
         )
         inner = next(

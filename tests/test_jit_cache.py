@@ -255,9 +255,7 @@ def test_the_hit_path_computes_no_key(monkeypatch):
     computed = []
     for name in ("compute", "compute_node_data"):
         real = getattr(_cache, name)
-        monkeypatch.setattr(
-            _cache, name, lambda x, real=real: computed.append(x) or real(x)
-        )
+        monkeypatch.setattr(_cache, name, lambda x, real=real: computed.append(x) or real(x))
     scales = [2.0]
     act = lambda v: v * scales[0] * len((1,))  # noqa: E731
     jitted, traces = counted(lambda t, m, x, f: t.x * t.tag * f(x))

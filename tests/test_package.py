@@ -48,4 +48,3 @@ def test_error_and_warning_bases():
 def test_every_contract_name_is_exported():
     missing = [name for name in CONTRACT_NAMES if not hasattr(es, name)]
     assert missing == []
-

@@ -318,8 +318,8 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def own_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-own-value`: one of eqxstable's own immutable canonical forms (`FrozenDict`,
-    `ReadOnlyArray`), by what its `__reduce__` rebuilds it from, which is its whole state by
+    """`K-own-value`: one of eqxstable's own immutable value classes (the `filter_jit`
+    wrapper's node data), by what its `__reduce__` rebuilds it from, which is its whole state by
     design (lists and dicts there are made afresh: by contents). Where that holds something
     keyed by identity, its own exact `==` (written for this package)."""
     func, args = obj.__reduce__()[:2]

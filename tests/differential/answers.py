@@ -43,8 +43,9 @@ def deadline(seconds: float) -> Iterator[None]:
 def describe(tree: Any) -> str:
     """An answer as values and dtypes, for a failure message."""
     try:
-        return repr(jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)),
-                                 tree))
+        return repr(
+            jtu.tree_map(lambda a: (np.asarray(a).tolist(), str(np.asarray(a).dtype)), tree)
+        )
     except Exception as e:  # noqa: BLE001
         return f"<unprintable: {type(e).__name__}>"
 

@@ -74,6 +74,7 @@ ALL_MODES = ("eqx", *MODES)
 # trace, not only the wrong ones (the suite skips it to stay fast).
 CONFIRM_EVERY_STEP = os.environ.get("EQXSTABLE_DIFFERENTIAL_CONFIRM") == "1"
 
+
 def call_obj(obj: Any, *args: Any) -> Any:
     """The default `apply`: call the object."""
     return obj(*args)
@@ -217,8 +218,9 @@ class Harness:
             return leaf
         return self._interned.get(leaf, lambda: es.intern(leaf))
 
-    def call(self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False,
-             label: str = "") -> Any:
+    def call(
+        self, obj: Any, *args: Any, apply: Callable = call_obj, box: bool = False, label: str = ""
+    ) -> Any:
         """Runs one step: the expected answer, the fresh and baseline ones, and the mode's.
 
         **Arguments:**
@@ -287,8 +289,10 @@ class Harness:
             return f"without jit, the {self.mode} replacement raises {type(e).__name__}: {e}"
         if same(eager, expected):
             return ""
-        return (f"without jit, the {self.mode} replacement gives {describe(eager)}, the "
-                f"original {describe(expected)}")
+        return (
+            f"without jit, the {self.mode} replacement gives {describe(eager)}, the "
+            f"original {describe(expected)}"
+        )
 
     def _confirm(self, obj: Any, args: tuple, apply: Callable, expected: Any, label: str) -> None:
         # A brand-new function, so a brand-new trace of the objects as they are now.
@@ -306,8 +310,13 @@ class Harness:
 
     # Module-level code and user modules.
 
-    def module(self, source: str, namespace: dict[str, Any] | None = None,
-               filename: str = "<situation>", **names: Any) -> dict[str, Any]:
+    def module(
+        self,
+        source: str,
+        namespace: dict[str, Any] | None = None,
+        filename: str = "<situation>",
+        **names: Any,
+    ) -> dict[str, Any]:
         """Executes `source` at module level in a namespace dict (a script or notebook cell);
         `h`, `jax`, `jnp`, `np`, `eqx` and `ft` are defined there. Returns the namespace."""
         ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__"}

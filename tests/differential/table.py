@@ -25,7 +25,7 @@ def situations() -> list:
         if info.name.startswith("test_"):
             module = importlib.import_module(f"{__package__}.{info.name}")
             for situation in getattr(module, "SITUATIONS", ()):
-                found.append((info.name[len("test_"):], situation))
+                found.append((info.name[len("test_") :], situation))
     return found
 
 
@@ -53,8 +53,10 @@ def main() -> None:
             cells.append(status)
         print(f"| {file} | {situation.__name__} | " + " | ".join(cells) + " |", flush=True)
     print()
-    print(f"{total} situations in {time.perf_counter() - start:.0f} s; passing per mode: "
-          + ", ".join(f"{mode} {counts[mode]}/{total}" for mode in ALL_MODES))
+    print(
+        f"{total} situations in {time.perf_counter() - start:.0f} s; passing per mode: "
+        + ", ".join(f"{mode} {counts[mode]}/{total}" for mode in ALL_MODES)
+    )
 
 
 if __name__ == "__main__":

@@ -252,6 +252,7 @@ def eqx_module_static_list_appended(h):
 @SITUATIONS.add
 def eqx_module_static_numpy_mutated(h):
     h.static_copies = True  # A `StableModule` holds a read-only copy (harness docstring).
+
     class M(eqx.Module):
         w: np.ndarray = eqx.field(static=True)
 

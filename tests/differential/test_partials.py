@@ -88,13 +88,16 @@ def partial_of_a_closure_whose_cell_is_rebound(h):
 
 @SITUATIONS.add
 def jtu_partial_whose_function_reads_a_global(h):
-    h.module("""
+    h.module(
+        """
     def scaled(x, y):
         return x * y * K
 
     for K in (2.0, 3.0):
         h.call(jtu.Partial(scaled, 1.0), jnp.ones(2))
-    """, jtu=jtu)
+    """,
+        jtu=jtu,
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -60,8 +60,8 @@ def _f(x):
 
 # Each factory makes a new object per call; all of one factory's objects are equivalent.
 _FACTORIES = {
-    "lambda": lambda: (lambda z: z * 2.0),
-    "closure": lambda: (lambda k: (lambda z: z * k))(2.0),
+    "lambda": lambda: lambda z: z * 2.0,
+    "closure": lambda: (lambda k: lambda z: z * k)(2.0),
     "module_with_lambda": lambda: Net(lambda z: jnp.tanh(z) / 2),
     "partial": lambda: ft.partial(_mul, s=2.0),
     "jtu_partial": lambda: jax.tree_util.Partial(_mul, s=2.0),
@@ -179,8 +179,15 @@ def test_global_rebound_to_an_equal_value_is_a_hit():
         (lambda: optax.adam(1e-3), lambda: optax.adam(1e-4)),
         (lambda: ft.partial(_mul, s=1), lambda: ft.partial(_mul, s=1.0)),
     ],
-    ids=["jit_donate", "vmap_in_axes", "grad_argnums", "checkpoint_prevent_cse",
-         "filter_vmap_in_axes", "adam_lr", "partial_int_float"],
+    ids=[
+        "jit_donate",
+        "vmap_in_axes",
+        "grad_argnums",
+        "checkpoint_prevent_cse",
+        "filter_vmap_in_axes",
+        "adam_lr",
+        "partial_int_float",
+    ],
 )
 def test_a_different_option_is_a_different_key(first, second):
     a, b = first(), second()

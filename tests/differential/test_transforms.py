@@ -172,21 +172,33 @@ def optax_adamw_weight_decay(h):
 @SITUATIONS.add
 def optax_schedule_reads_a_global(h):
     """A learning-rate schedule written by the user, reading a module-level `base`."""
-    h.module("""
+    h.module(
+        """
     for base in (0.1, 0.5):
         h.call(optax.sgd(lambda step: base), G, P, apply=apply)
-    """, optax=optax, G=_G, P=_P, apply=_first_update)
+    """,
+        optax=optax,
+        G=_G,
+        P=_P,
+        apply=_first_update,
+    )
 
 
 @SITUATIONS.add
 def optax_rebuilt_each_epoch_from_a_config_object(h):
-    h.module("""
+    h.module(
+        """
     class Config:
         lr = 0.1
     for lr in (0.1, 0.5):
         Config.lr = lr
         h.call(optax.sgd(lambda step: Config.lr), G, P, apply=apply)
-    """, optax=optax, G=_G, P=_P, apply=_first_update)
+    """,
+        optax=optax,
+        G=_G,
+        P=_P,
+        apply=_first_update,
+    )
 
 
 class Net(eqx.Module):
@@ -220,12 +232,15 @@ def module_lambda_reads_a_list(h):
 
 @SITUATIONS.add
 def mlp_activation_reads_a_global(h):
-    h.module("""
+    h.module(
+        """
     key = jr.key(0)
     for s in (1.0, 3.0):
         mlp = eqx.nn.MLP(2, 2, 4, 1, activation=lambda x: jnp.tanh(s * x), key=key)
         h.call(mlp, jnp.array([0.5, -1.0]))
-    """, jr=jr)
+    """,
+        jr=jr,
+    )
 
 
 @SITUATIONS.add

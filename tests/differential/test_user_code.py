@@ -17,11 +17,14 @@ SITUATIONS = Situations()
 def user_module_constant_set(h):
     """`mymodule.CONST` read through the module, then the attribute is set."""
     mod = h.write_module("CONST = 2.0\n")
-    h.module("""
+    h.module(
+        """
     h.call(lambda x: x * mod.CONST, jnp.ones(2))
     mod.CONST = 3.0
     h.call(lambda x: x * mod.CONST, jnp.ones(2))
-    """, mod=mod)
+    """,
+        mod=mod,
+    )
 
 
 @SITUATIONS.add
@@ -68,12 +71,19 @@ def user_module_monkeypatched(h):
 def user_module_reloaded_then_reimported_name(h):
     """A notebook's `from mymodule import helper` re-run after a reload."""
     mod = h.write_module("def helper(x):\n    return x + 1.0\n")
-    ns = h.module("from {name} import helper\nloss = lambda x: helper(x) * 2.0\n"
-                  .replace("{name}", mod.__name__))
+    ns = h.module(
+        "from {name} import helper\nloss = lambda x: helper(x) * 2.0\n".replace(
+            "{name}", mod.__name__
+        )
+    )
     h.call(ns["loss"], jnp.ones(2))
     h.rewrite_module(mod, "def helper(x):\n    return x + 7.0\n")
-    h.module("from {name} import helper\nloss = lambda x: helper(x) * 2.0\n"
-             .replace("{name}", mod.__name__), namespace=ns)
+    h.module(
+        "from {name} import helper\nloss = lambda x: helper(x) * 2.0\n".replace(
+            "{name}", mod.__name__
+        ),
+        namespace=ns,
+    )
     h.call(ns["loss"], jnp.ones(2))
 
 
@@ -208,14 +218,17 @@ def custom_vjp_rebuilt_with_other_rule(h):
 
 @SITUATIONS.add
 def custom_vjp_backward_reads_a_global(h):
-    h.module("""
+    h.module(
+        """
     @jax.custom_vjp
     def f(x):
         return x * 1.0
     f.defvjp(lambda x: (f(x), None), lambda res, g: (g * gscale,))
     for gscale in (2.0, 3.0):
         h.call(lambda x: f(x), jnp.ones(2), apply=grad_of_sum)
-    """, grad_of_sum=_grad_of_sum)
+    """,
+        grad_of_sum=_grad_of_sum,
+    )
 
 
 @SITUATIONS.add
@@ -234,7 +247,8 @@ def custom_jvp_rule_redefined(h):
 
 @SITUATIONS.add
 def custom_jvp_rule_reads_a_global(h):
-    h.module("""
+    h.module(
+        """
     @jax.custom_jvp
     def f(x):
         return jnp.sin(x)
@@ -243,7 +257,9 @@ def custom_jvp_rule_reads_a_global(h):
         return f(primals[0]), tangents[0] * tscale
     for tscale in (2.0, 3.0):
         h.call(lambda x: f(x), jnp.ones(2), apply=grad_of_sum)
-    """, grad_of_sum=_grad_of_sum)
+    """,
+        grad_of_sum=_grad_of_sum,
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

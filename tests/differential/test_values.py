@@ -20,6 +20,7 @@ from .harness import check, MODES, Situations
 
 SITUATIONS = Situations()
 
+
 # Made in each call: a JAX array made at import starts JAX's backend while the tests are
 # collected, which the mutation run's fork server must not do (tests/README.md).
 def _ints():
