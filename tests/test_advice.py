@@ -23,6 +23,22 @@ def _counted(x):
     return x * SCALE
 
 
+def _counter_and_reset():
+    n = 0
+
+    def counted(x):
+        nonlocal n
+        n += 1
+        return x * SCALE
+
+    def reset():
+        # Not to 0: back at the value it was traced with, the function is the one traced.
+        nonlocal n
+        n = 100
+
+    return counted, reset
+
+
 def _key_after(change) -> tuple:
     old = es.stable_key(_counted)
     change()
@@ -38,27 +54,25 @@ def test_a_trace_counter_reset_from_outside_is_not_told_to_become_an_argument():
     assert es.stable_key(_counted) == old
 
     # A closure variable that a sibling resets is read by the key; its reset is explained.
-    def make():
-        n = 0
-
-        def counted(x):
-            nonlocal n
-            n += 1
-            return x * SCALE
-
-        def reset():
-            nonlocal n
-            n = 0
-
-        return counted, reset
-
-    counted, reset = make()
+    counted, reset = _counter_and_reset()
     counted(1.0)
     old = es.stable_key(counted)
     reset()
     advice = rebound_advice(old, es.stable_key(counted))
     assert "`n` is assigned by" in advice and "itself" in advice
     assert "pass what changes as an argument" not in advice
+
+
+def test_the_stable_filter_jit_explains_a_reset_counter_the_same_way():
+    counted, reset = _counter_and_reset()
+    f = es.filter_jit(counted)
+    f(jnp.ones(2))
+    reset()
+    f(jnp.ones(2))
+    miss = f.misses[-1]
+    assert miss.kind == "mutated"
+    assert "`n` is assigned by" in miss.reason
+    assert "pass what changes as an argument" not in miss.reason
 
 
 def test_a_changed_setting_is_told_to_become_an_argument():

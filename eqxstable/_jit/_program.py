@@ -232,9 +232,10 @@ class Program:
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)
         rebound = call.wrapper._state.rebound
         if rebound is not None:
+            what, advice = rebound
             reason = (
-                f"{rebound}, so `{self.name}` was traced again instead of reusing the program "
-                "compiled before the change; pass what changes as an argument instead."
+                f"{what}, so `{self.name}` was traced again instead of reusing the program "
+                f"compiled before the change; {advice}."
             )
             return Miss("mutated", self.name, reason), sig
         mutated = getattr(entry, "mutated", None)

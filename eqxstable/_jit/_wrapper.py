@@ -16,7 +16,7 @@ from typing_extensions import ParamSpec
 from .._keys import compute, stable_key
 from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
-from ._describe import describe_change
+from ._describe import describe_change, rebound_advice
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._lru import sizes
@@ -68,7 +68,7 @@ class _State:
         self.keys: list | None = None
         self.use(get_program(fun, parts, which, jitkwargs), None)
 
-    def use(self, program: Program, rebound: str | None) -> None:
+    def use(self, program: Program, rebound: tuple[str, str] | None) -> None:
         """Calls `program` from now on, with the function as it is now."""
         old = getattr(self, "program", None)
         if old is not program:
@@ -105,7 +105,10 @@ class _State:
                     # Before its first call, a wrapper has nothing stale to explain.
                     what = describe_change(old, key)
                     name = self.program.qualname
-                    rebound = f"`{name}` had a value it reads rebound after it was used ({what})"
+                    rebound = (
+                        f"`{name}` had a value it reads rebound after it was used ({what})",
+                        rebound_advice(old, key),
+                    )
                 self.use(program, rebound)
         elif self.rebound is not None:
             self.rebound = None
