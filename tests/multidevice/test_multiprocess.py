@@ -46,7 +46,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 def test_two_processes_compile_once_and_match_one_process(results: list[dict]):
     expected = train(STEPS)
     assert expected["traces"] == 1
-    assert expected["cache_info"] == [STEPS - 1, 1, None, 1]
+    assert expected["cache_info"] == [STEPS - 1, 1, 4096, 1]
 
     for i, result in enumerate(results):
         assert result["process_index"] == i
@@ -57,7 +57,7 @@ def test_two_processes_compile_once_and_match_one_process(results: list[dict]):
         # the step's body, JAX's compile log, and the wrapper's own accounting.
         assert result["traces"] == 1
         assert result["compiles"] == 1
-        assert result["cache_info"] == [STEPS - 1, 1, None, 1]
+        assert result["cache_info"] == [STEPS - 1, 1, 4096, 1]
         assert result["misses"] == ["first"]
         # The parameters stay on the global mesh, replicated.
         assert "'data': 4" in result["weight_sharding"]

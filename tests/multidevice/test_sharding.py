@@ -128,7 +128,7 @@ def test_rebuilt_sharded_module_compiles_once():
         outs = [jitted(_build(weight, bias), x) for _ in range(5)]
     assert traces == 1
     assert log.count("apply") == 1
-    assert jitted.cache_info()[:4] == (4, 1, None, 1)
+    assert jitted.cache_info()[:4] == (4, 1, 4096, 1)
     assert [miss.kind for miss in jitted.misses] == ["first"]
     expected = _reference(*_params())
     for out in outs:
@@ -184,7 +184,7 @@ def test_new_sharding_is_a_sharding_miss_naming_both(axis_type, first, second, t
         out_new = jitted(model, new)
     assert counted == traces
     assert log.count("apply") == 2
-    assert jitted.cache_info()[:4] == (0, 2, None, 2)
+    assert jitted.cache_info()[:4] == (0, 2, 4096, 2)
     miss = jitted.misses[-1]
     assert miss.kind == "sharding"
     assert miss.path == "args[1]"
