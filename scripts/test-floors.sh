@@ -49,7 +49,9 @@ find_pythons() {
     printf '%s\n' "${candidates[@]}"
 }
 if [[ "$mode" == floor ]]; then
-    python="$(find_pythons | head -1)"
+    # `sed -n 1p` reads every line: `head -1` closes the pipe early, and under `pipefail` the
+    # SIGPIPE of a longer list (more Pythons installed) failed the script (exit 141, seen in CI).
+    python="$(find_pythons | sed -n 1p)"
 else
     python="$(find_pythons | tail -1)"
 fi
