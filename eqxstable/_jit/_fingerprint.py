@@ -41,7 +41,18 @@ except ImportError:  # pragma: no cover - a JAX that moved them: no reuse, every
     _trace_context = None
     _trace_state_clean = None
 
-AVAILABLE = _trace_context is not None and _trace_state_clean is not None
+try:
+    from jax._src.stages import Traced as _Traced
+except ImportError:  # pragma: no cover
+    _Traced = None
+
+# Older JAX (0.5) has no `Traced.out_tree`: there every miss compiles, as before.
+AVAILABLE = (
+    _trace_context is not None
+    and _trace_state_clean is not None
+    and hasattr(_Traced, "out_tree")
+    and hasattr(_Traced, "jaxpr")
+)
 _ARRAYS = (jax.Array, np.ndarray)
 _VALUES = frozenset({int, str, bool, bytes, type(None)})
 _TreeDef = type(jax.tree_util.tree_structure(0))
