@@ -44,10 +44,6 @@ KIND_BY_NAME = {k.name: k for k in KINDS}
 _F02 = (
     "02-stable-frozenset-iteration-order.py: a StableModule's frozenset iterates in another order"
 )
-_F03 = (
-    "03-stable-ordereddict-changed-then-rebuilt.py: a module rebuilt over a changed "
-    "OrderedDict reuses the old program"
-)
 _F09 = "09-stable-numpy-void-stale-copy.py: a StableModule holds a changed np.void of another"
 _F13 = (
     "13-intern-function-defaults-rebound.py: intern substitutes a function whose default is rebound"
@@ -57,7 +53,6 @@ _F12 = "12-builtin-subclass-class-attribute.py: a builtin subclass's class attri
 KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {
     ("numpy_void", "arg", "stable"): _F09,
     ("numpy_void", "field", "stable"): _F09,
-    ("ordered_dict", "field", "stable"): _F03,
 }
 
 
@@ -256,11 +251,6 @@ _KNOWN_CASES = [
         case, mode, marks=pytest.mark.xfail(strict=True, reason=finding), id=f"{mode}-{case}"
     )
     for case, mode, finding in [
-        (
-            Case("ordered_dict", "field", 0, (("rebind", 1), ("fresh", 2), ("mutate", 0))),
-            "stable",
-            _F03,
-        ),
         (Case("numpy_void", "field", 2, (("mutate", 0), ("fresh", 2))), "stable", _F09),
         (
             Case("enum_with_list_value", "default", 1, (("fresh", 1), ("rebind", 2))),
@@ -275,6 +265,7 @@ _FIXED_CASES = [
     pytest.param(case, mode, id=f"{mode}-{case}")
     for case, mode in [
         (Case("frozenset_order", "field", 0, (("fresh", 1),)), "stable"),
+        (Case("ordered_dict", "field", 0, (("rebind", 1), ("fresh", 2), ("mutate", 0))), "stable"),
         (Case("set", "field", 0, (("rebind", 1),)), "stable"),
         (Case("float_subclass_with_slots", "arg", 0, (("fresh", 1),)), "jit_arg"),
         (Case("float_subclass_with_slots", "field", 0, (("fresh", 1),)), "intern"),
