@@ -315,6 +315,14 @@ class _Freezer:
         # Immutable: read back as it is (in a plain module, as an instance of a subclass of its
         # type that compares type-exactly), keyed by its exact type and bytes.
         self.has_array = True
+        if isinstance(obj, np.void) and obj.flags.writeable:
+            # Not immutable: a structured scalar is a view into the array it came from, which
+            # the user can change (`v["a"] = 0.0`), under a key made of its old bytes. As a NumPy
+            # array, it is read back as a read-only copy.
+            # (`np.array(v, copy=True)` of such a scalar still shares its array's memory.)
+            copy = np.array(obj).copy()
+            copy.flags.writeable = False
+            obj = copy[()]
         t = getattr(type(obj), "_base", type(obj))
         if obj.dtype.hasobject:
             self.parts.append((t, id(obj)))

@@ -12,11 +12,13 @@ handed the program traced for the old ones.
 import array
 import collections
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import eqxstable as es
@@ -166,3 +168,122 @@ def test_a_stabilized_module_rebuilt_over_a_changed_object_is_retraced(make, cha
     assert read(box.v[0]) == after
     assert float(f(box, x)[0]) == after
     assert traces == 2
+
+
+# NumPy values are copied when a static field takes them (CONTRACT section 1: "NumPy values
+# copied at interning"; section 2: a NumPy value reads back read-only): (name, make, change in
+# place, read as a number). A structured scalar (`np.void`) is a view into its array.
+_RECORD = np.dtype([("a", "<f4"), ("b", "<i4")])
+
+
+def _records(value: float) -> np.ndarray:
+    a = np.zeros(3, dtype=_RECORD)
+    a["a"] = value
+    return a
+
+
+def _set_field(v: Any) -> None:
+    v["a"] = 0.5
+
+
+NUMPY_KINDS: list[tuple[str, Callable[[], Any], Callable[[Any], None], Callable[[Any], float]]] = [
+    ("np.void of an array", lambda: _records(1.0)[0], _set_field, lambda v: float(v["a"])),
+    (
+        "np.void of a 0-d array",
+        lambda: _records(1.0)[:1].reshape(())[()],
+        _set_field,
+        lambda v: float(v["a"]),
+    ),
+    ("structured array", lambda: _records(1.0), _set_field, lambda v: float(v["a"].sum())),
+    (
+        "0-d structured array",
+        lambda: _records(1.0)[0:1].reshape(()),
+        _set_field,
+        lambda v: float(v["a"]),
+    ),
+    ("0-d array", lambda: np.array(1.0), lambda v: v.fill(0.5), lambda v: float(v)),
+    ("view", lambda: np.arange(6.0)[1:4], lambda v: v.fill(0.5), lambda v: float(v.sum())),
+    (
+        "strided view",
+        lambda: np.arange(6.0)[::2],
+        lambda v: v.__setitem__(0, 9.0),
+        lambda v: float(v.sum()),
+    ),
+    (
+        "transposed",
+        lambda: np.arange(6.0).reshape(2, 3).T,
+        lambda v: v.__setitem__((0, 1), 9.0),
+        lambda v: float(v[0, 1]),
+    ),
+    (
+        "np.void in a tuple",
+        lambda: (_records(1.0)[1], 2),
+        lambda t: _set_field(t[0]),
+        lambda t: float(t[0]["a"]),
+    ),
+    (
+        "np.void in a list",
+        lambda: [_records(1.0)[1]],
+        lambda t: _set_field(t[0]),
+        lambda t: float(t[0]["a"]),
+    ),
+]
+_NUMPY_PARAMS = pytest.mark.parametrize(
+    ("make", "change", "read"), [k[1:] for k in NUMPY_KINDS], ids=[k[0] for k in NUMPY_KINDS]
+)
+
+
+@pytest.mark.counts_traces
+@_NUMPY_PARAMS
+def test_a_numpy_value_is_copied_by_a_stable_module(make, change, read):
+    traces = 0
+
+    @eqx.filter_jit
+    def f(box, x):
+        nonlocal traces
+        traces += 1
+        return x * read(box.v)
+
+    x = jnp.ones(2)
+    for step in range(3):
+        v = make()
+        before = read(v)
+        box = Box(v)
+        change(v)  # The user changes their value after building the module.
+        assert read(v) != before
+        assert read(box.v) == before  # The module holds a copy, without jit too.
+        assert float(f(box, x)[0]) == before
+        # A module over a fresh equal value (maybe the canonical form of the first) is right.
+        assert read(Box(make()).v) == before
+    assert traces == 1
+
+
+def _stabilized(v: Any) -> Any:
+    # Equinox warns about a NumPy value in a static field of its own modules.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        box = PlainBox((v,))
+    return es.stabilize(box)
+
+
+@pytest.mark.counts_traces
+@_NUMPY_PARAMS
+def test_a_numpy_value_is_copied_by_stabilize(make, change, read):
+    traces = 0
+
+    @eqx.filter_jit
+    def f(box, x):
+        nonlocal traces
+        traces += 1
+        return x * read(box.v[0])
+
+    x = jnp.ones(2)
+    for step in range(3):
+        v = make()
+        before = read(v)
+        box = _stabilized(v)
+        change(v)
+        assert read(box.v[0]) == before
+        assert float(f(box, x)[0]) == before
+        assert read(_stabilized(make()).v[0]) == before
+    assert traces == 1

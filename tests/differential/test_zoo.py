@@ -44,16 +44,12 @@ KIND_BY_NAME = {k.name: k for k in KINDS}
 _F02 = (
     "02-stable-frozenset-iteration-order.py: a StableModule's frozenset iterates in another order"
 )
-_F09 = "09-stable-numpy-void-stale-copy.py: a StableModule holds a changed np.void of another"
 _F13 = (
     "13-intern-function-defaults-rebound.py: intern substitutes a function whose default is rebound"
 )
 _F11 = "11-builtin-subclass-slots-ignored.py: a builtin subclass's slots are left out of its key"
 _F12 = "12-builtin-subclass-class-attribute.py: a builtin subclass's class attribute is not seen"
-KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {
-    ("numpy_void", "arg", "stable"): _F09,
-    ("numpy_void", "field", "stable"): _F09,
-}
+KNOWN_WRONG: dict[tuple[str, str | None, str | None], str] = {}
 
 
 def _known(kind: str, placement: str, mode: str) -> str | None:
@@ -64,9 +60,18 @@ def _known(kind: str, placement: str, mode: str) -> str | None:
 
 
 # The kinds that a `StableModule` stores as a read-only copy in a static field (CONTRACT section 2:
-# a list, dict, set or NumPy array), so that changing the original and building a new module is
+# a list, dict, set or NumPy value), or holds as they are but under a new canonical form once
+# they changed (an `OrderedDict`), so that changing the original and building a new module is
 # what a user does.
-COPIED_BY_STABLE_MODULE = {"list", "dict", "set", "ordered_dict", "numpy_array", "numpy_structured"}
+COPIED_BY_STABLE_MODULE = {
+    "list",
+    "dict",
+    "set",
+    "ordered_dict",
+    "numpy_array",
+    "numpy_structured",
+    "numpy_void",
+}
 
 # The kinds that `intern` returns as a read-only copy when they are (leaves of) the object itself
 # (CONTRACT section 1: "NumPy values copied at interning"): a user changing the original interns
@@ -251,7 +256,6 @@ _KNOWN_CASES = [
         case, mode, marks=pytest.mark.xfail(strict=True, reason=finding), id=f"{mode}-{case}"
     )
     for case, mode, finding in [
-        (Case("numpy_void", "field", 2, (("mutate", 0), ("fresh", 2))), "stable", _F09),
         (
             Case("enum_with_list_value", "default", 1, (("fresh", 1), ("rebind", 2))),
             "stable",
@@ -267,6 +271,7 @@ _FIXED_CASES = [
         (Case("frozenset_order", "field", 0, (("fresh", 1),)), "stable"),
         (Case("ordered_dict", "field", 0, (("rebind", 1), ("fresh", 2), ("mutate", 0))), "stable"),
         (Case("set", "field", 0, (("rebind", 1),)), "stable"),
+        (Case("numpy_void", "field", 2, (("mutate", 0), ("fresh", 2))), "stable"),
         (Case("float_subclass_with_slots", "arg", 0, (("fresh", 1),)), "jit_arg"),
         (Case("float_subclass_with_slots", "field", 0, (("fresh", 1),)), "intern"),
         (Case("float_subclass_class_attribute", "arg", 0, (("mutate", 2),)), "jit_arg"),
