@@ -44,7 +44,7 @@ from ._canonical import (
     VIEW_BASES,
 )
 from ._errors import StabilityWarning
-from ._keys import stable_key, warns_hash_without_eq
+from ._keys import stable_key, too_many_objects, warns_hash_without_eq
 
 
 class _Anchor:
@@ -359,7 +359,10 @@ class _Freezer:
         # A leaf that can change in place is also looked up by its key now (`changeable`).
         self.parts.append((type(x), id(x)))
         key = _leaf_key(x)
-        if key.identity:
+        if key.identity and not too_many_objects(key):
+            # (An object reaching too many objects to key gets a key equal to nothing: it is
+            # left to its identity, as Equinox leaves a static object, rather than given a new
+            # canonical form, and so a new program, at every build.)
             self.changeable.append(key)
         return x
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import eqxstable as es
+from eqxstable._keys import _context
 
 
 class Box(es.StableModule):
@@ -286,4 +287,33 @@ def test_a_numpy_value_is_copied_by_stabilize(make, change, read):
         assert read(box.v[0]) == before
         assert float(f(box, x)[0]) == before
         assert read(_stabilized(make()).v[0]) == before
+    assert traces == 1
+
+
+class _Big:
+    """A user object reaching more objects than a key may walk (a vocabulary, say)."""
+
+    def __init__(self):
+        self.table = [[] for _ in range(300)]
+        self.n = 2.0
+
+
+@pytest.mark.counts_traces
+def test_an_object_too_big_to_key_keeps_one_canonical_form(monkeypatch):
+    monkeypatch.setattr(_context, "MAX_OBJECTS", 200)  # As 50,000, only faster.
+    # Its key equals nothing, not even its own next one: it is left to its identity (as in
+    # Equinox), so rebuilding a module over the same object shares one program.
+    traces = 0
+
+    @eqx.filter_jit
+    def f(box, x):
+        nonlocal traces
+        traces += 1
+        return x * box.v.n
+
+    big = _Big()
+    boxes = [Box(big) for _ in range(2)]
+    assert boxes[0].__dict__["v"] is boxes[1].__dict__["v"]
+    for box in boxes:
+        assert float(f(box, jnp.ones(2))[0]) == 2.0
     assert traces == 1
