@@ -5,10 +5,10 @@ in the jit layer's own `Cache` (the identity fast path, the `Watch` and the `sta
 of the hit path, `Cache.rekey` after a trace), the jitted function is watched with the keys
 layer's own `compute` and `Watch` as a stable wrapper watches it, programs are shared between
 equivalent functions by the jit layer's `static_key` as `get_program` shares them (and aliased
-after a trace as `alias_program` does), and a predicted miss is explained with the same
-`signature`/`diff`/`describe_change` as a real one. What is left to this file is JAX's part:
-under one cache entry, a program per set of array types (shape, dtype, weak type, placement), the
-function's own arrays included.
+after a trace as `alias_program` does), and a predicted miss is explained by the jit layer's
+own `explain_stable_miss`, the code that explains a real one. What is left to this file is JAX's
+part: under one cache entry, a program per set of array types (shape, dtype, weak type,
+placement), the function's own arrays included.
 
 The shadow programs are the doctor's own: sharing the jit layer's table would put the observed
 script's calls into the caches of the stable wrappers it makes itself.
@@ -21,18 +21,16 @@ from typing import Any, NamedTuple
 
 import jax.tree_util as jtu
 
-from .._jit import diff, Miss, Signature, signature
+from .._jit import Miss, Signature, signature
 from .._jit._bind import Binder
 from .._jit._cache import Cache, Entry
 from .._jit._describe import describe_change, rebound_advice
 from .._jit._fun import FunParts, split_fun, static_key
-from .._jit._program import fun_names
+from .._jit._program import explain_stable_miss, fun_names
 from .._jit._signature import _array_leaf, ArrayLeaf
 from .._keys import compute, Key, Watch
 
 
-# As `eqxstable._jit._program`: a miss is compared with the latest signatures only.
-_HISTORY_SEARCHED = 64
 # `ShadowWrapper.pair` once its calls used more than one (program, entry).
 _MANY: Any = object()
 # What `--stabilize` passes on as `eqxstable.filter_jit(fun, donate=...)`, as Equinox's wrapper
@@ -225,37 +223,9 @@ class Predictor:
         if fun_arrays:
             fun_leaves = tuple(zip(wrapper.array_paths(), map(_array_leaf, fun_arrays)))
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)
-        miss = _explain(wrapper, program, entry, rebound, sig)
+        # The jit layer's own explanation, in the same order and words as a real miss.
+        name = fun_names(wrapper.fun)[0]
+        miss = explain_stable_miss(name, rebound, entry.mutated, sig, program.history)
         program.history.append(sig)
         entry.mutated = None
         return miss
-
-
-def _explain(
-    wrapper: ShadowWrapper,
-    program: ShadowProgram,
-    entry: Entry,
-    rebound: tuple[str, str] | None,
-    sig: Signature,
-) -> Miss:
-    # As `eqxstable._jit._program.Program._explain`, in the same order and words.
-    name = fun_names(wrapper.fun)[0]
-    if rebound is not None:
-        what, advice = rebound
-        reason = (
-            f"{what}, so `{name}` was traced again instead of reusing the program compiled "
-            f"before the change; {advice}."
-        )
-        return Miss("mutated", name, reason)
-    mutated = entry.mutated
-    if mutated is not None:
-        index, old, new = mutated
-        path = sig.leaves[index][0] if index is not None else "(a static field)"
-        reason = (
-            f"`{path}` is the same object as before, but it was changed in place after it was "
-            f"used ({describe_change(old, new)}), so it was traced again instead of reusing the "
-            "program compiled before the change; "
-            "pass what changes as an array argument, or keep it unchanged."
-        )
-        return Miss("mutated", path, reason)
-    return diff(program.history[-_HISTORY_SEARCHED:], sig, name)
