@@ -50,6 +50,8 @@ def test_processes_after_the_first_compile_nothing(tmp_path: Path):
         # nothing, by JAX's own events and by eqxstable's count.
         assert (later["traces"], later["compiles"], later["loaded"]) == (1, 0, 1)
         assert later["xla_compiles"] == 0
+        assert later["reason"].endswith("from the persistent compilation cache (no compile).")
+    assert first["reason"].endswith("traced and compiled.")
     assert third["loss"] == first["loss"]
     assert second["loss"] != first["loss"]
     assert any(cache.iterdir())

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import jax.tree_util as jtu
 
 from .._jit import Miss, Signature, signature
+from .._jit._accounting import not_compiled
 from .._jit._bind import Binder
 from .._jit._cache import Cache, Entry
 from .._jit._describe import describe_change, rebound_advice
@@ -260,7 +261,7 @@ class Predictor:
         program.history.append(sig)
         entry.mutated = None
         if not self._compiles(program, entry, fingerprint):
-            miss = miss._replace(compiled=False)
+            miss = not_compiled(miss, 0.0, "reused")
         return miss
 
     def _compiles(

@@ -50,6 +50,26 @@ class Miss(NamedTuple):
     saved_seconds: float = 0.0
 
 
+_COMPILED = "traced and compiled."
+# What a miss that compiled nothing says in place of `_COMPILED`, by how it got its program.
+_NOT_COMPILED = {
+    "reused": "traced, and the trace was a program already compiled, which it ran (no compile).",
+    "loaded": (
+        "traced, and JAX loaded its program from the persistent compilation cache (no compile)."
+    ),
+}
+
+
+def not_compiled(miss: Miss, saved_seconds: float, how: str) -> Miss:
+    """`miss` as one that compiled nothing: its program was `"reused"` (compiled for an equal
+    trace) or `"loaded"` (from JAX's persistent compilation cache). A reason that says the call
+    compiled says what happened instead."""
+    reason = miss.reason
+    if reason.endswith(_COMPILED):
+        reason = reason[: -len(_COMPILED)] + _NOT_COMPILED[how]
+    return miss._replace(reason=reason, compiled=False, saved_seconds=saved_seconds)
+
+
 class CacheInfo(NamedTuple):
     """The counters of a stable [`eqxstable.filter_jit`][], in the shape of
     `functools.lru_cache`'s `cache_info()`.
@@ -235,7 +255,7 @@ def settle_loaded(call: Call) -> None:
         return
     miss = stats.misses[-1]
     if miss.compiled:
-        stats.misses[-1] = miss._replace(compiled=False, saved_seconds=saved)
+        stats.misses[-1] = not_compiled(miss, saved, "loaded")
         stats.loaded += 1
 
 
