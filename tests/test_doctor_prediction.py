@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from eqxstable._jit._fingerprint import AVAILABLE
+
 
 ROOT = Path(__file__).parent.parent
 SCRIPTS = sorted([*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "doctor_scripts").glob("*.py")])
@@ -37,9 +39,9 @@ NET_AVOIDED = {
     "jitted_module.py": 2,
     "rebuilt_closures.py": 0,
 }
-# How many of eqxstable's misses trace a program already compiled for an equal trace, and run it
-# (no compile): each script's misses minus its compiles under `--stabilize`.
-REUSED = {"equal_but_different.py": 1, "rebuilt_closures.py": 4}
+# How many of eqxstable's misses the doctor predicts to trace a program already compiled for an
+# equal trace, and run it (no compile); none where this JAX cannot fingerprint a trace.
+REUSED = {"equal_but_different.py": 1, "rebuilt_closures.py": 4} if AVAILABLE else {}
 # The lines a script prints differently, because Equinox reuses a program traced for something
 # else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
 # `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
