@@ -112,6 +112,10 @@ def _jax_value_type(t: type, x: Any) -> bool:
     return known
 
 
+# Keys of dtypes by identity, each held with its dtype (so that its `id` is never reused).
+_DTYPE_KEYS: dict[int, tuple[np.dtype, Hashable]] = {}
+
+
 def key_of(x: Any) -> Hashable:
     """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
     computation, never merely similar values."""
@@ -135,7 +139,13 @@ def key_of(x: Any) -> Hashable:
     if t is dict:
         return (t, tuple((key_of(k), key_of(v)) for k, v in x.items()))
     if isinstance(x, np.dtype):
-        return ("dtype", x.str, x.name)
+        # `dtype.name` is computed in Python on every read; the few dtypes met are keyed once.
+        known = _DTYPE_KEYS.get(id(x))
+        if known is None or known[0] is not x:
+            if len(_DTYPE_KEYS) > 1024:  # Dtypes made afresh (structured ones): no growth.
+                _DTYPE_KEYS.clear()
+            known = _DTYPE_KEYS[id(x)] = (x, ("dtype", x.str, x.name))
+        return known[1]
     if isinstance(x, _TreeDef):
         return tree_key(x)
     if isinstance(x, (type, enum.Enum)):
