@@ -37,7 +37,12 @@ BREAKS = {
     "K-decimal": "r._EXACT[decimal.Decimal] = lambda o, c, k: ('d', float(o))",
     "K-fraction": "r._EXACT[fractions.Fraction] = lambda o, c, k: ('f', o.numerator)",
     "K-datetime": "r._EXACT[datetime.datetime] = lambda o, c, k: ('t', o.year, o.hour)",
-    "K-path": "r._EXACT[pathlib.PurePosixPath] = lambda o, c, k: ('p', str(o))",
+    # The exact type dropped (for a pure and a concrete path alike: either alone collides with
+    # nothing).
+    "K-path": (
+        "r._EXACT[pathlib.PurePosixPath] = r._EXACT[pathlib.PosixPath] = "
+        "lambda o, c, k: ('p', str(o))"
+    ),
     "K-pattern": "r._EXACT[re.Pattern] = lambda o, c, k: ('re', o.pattern)",
     "K-uuid": "r._EXACT[uuid.UUID] = lambda o, c, k: ('u', o.int % 2)",
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
