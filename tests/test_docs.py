@@ -206,6 +206,11 @@ def test_docstring_examples_run(block: str, capsys):
     exec(compile(block, "<docstring example>", "exec"), {"__name__": "docstring_example"})
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="Python 3.10's code objects record no columns: two `lambda x: x + 1` on one line have "
+    "one code and are keyed equal, which is sound (they compute the same)",
+)
 def test_stable_key_docstring_needs_no_luck():
     # Two lambdas written separately, even on one line, are not equivalent (their code objects
     # differ by column): the docstring must not claim otherwise.
@@ -238,8 +243,17 @@ def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
         timeout=300,
     )
 
+    # pytest < 8 gives no reason after a `FAILED` line for `pytest.fail(..., pytrace=False)`
+    # (pytest 7.0, the floor of the `test` extra); the page shows pytest 8's.
+    short = not any(
+        line.startswith("FAILED ") and " - " in line for line in proc.stdout.split("\n")
+    )
+
     def normalise(lines: list[str]) -> list[str]:
-        return [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+        lines = [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+        return [
+            line.split(" - ")[0] if short and line.startswith("FAILED ") else line for line in lines
+        ]
 
     assert normalise(proc.stdout.strip().splitlines()) == normalise(expected)
     # The page's fixture example runs too, and passes.
