@@ -38,6 +38,7 @@ NET_AVOIDED = {
     "equal_but_different.py": 1,
     "jitted_module.py": 2,
     "rebuilt_closures.py": 0,
+    "transformed_calls.py": 5,
 }
 # How many of eqxstable's misses the doctor predicts to trace a program already compiled for an
 # equal trace, and run it (no compile); none where this JAX cannot fingerprint a trace.

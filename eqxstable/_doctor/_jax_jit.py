@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -46,6 +47,15 @@ _INPUT_PATH = re.compile(r"at input path (\S+),")
 _TYPES = re.compile(r"\* at (?P<path>.+?), now (?P<new>\S+) and before (?P<old>\S+)")
 _UNAVAILABLE = "explanation unavailable"
 _PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
+
+
+# Where eqxstable's own programs are defined: a program traced inside an outer trace and
+# compiled at top level later is that stable `filter_jit`'s, counted (or not) in its own row.
+_PROGRAM_FILE = str(Path(__file__).parent.parent / "_jit" / "_program.py")
+
+
+def _ours(location: str) -> bool:
+    return location.rpartition(":")[0] == _PROGRAM_FILE
 
 
 class JaxMiss(NamedTuple):
@@ -209,7 +219,7 @@ class JaxJitWatch(logging.Filter):
         if not message.startswith("TRACING CACHE MISS"):
             return True
         explained = parse(message)
-        if explained is not None:
+        if explained is not None and not _ours(explained.location):
             self._known.setdefault(f"jit({explained.name})", explained.location)
             if not self.busy():
                 self._pending.explained.append(explained)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax.tree_util as jtu
+from jax.core import Tracer
 
 from .._jit import Miss, Signature, signature
 from .._jit._accounting import not_compiled
@@ -66,16 +67,20 @@ class ShadowToken:
 
 class ShadowProgram:
     """One program of eqxstable's `filter_jit`, without the compiling: its cache of entries, the
-    array types each entry was compiled for, the signature of each compile, and each entry's
-    token."""
+    array types each entry was compiled for (`seen`, placement included) and traced for
+    (`traced`: shape, dtype and weak type, JAX's trace cache), the entries whose latest miss
+    was a trace under a transformation (as `Program.traced_abstract`), the signature of each
+    miss, and each entry's token."""
 
-    __slots__ = ("key", "cache", "bind", "seen", "history", "tokens")
+    __slots__ = ("key", "cache", "bind", "seen", "traced", "traced_abstract", "history", "tokens")
 
     def __init__(self, key: Any, fun: Any, which: str):
         self.key = key
         self.cache = Cache(which)
         self.bind = Binder(fun)
         self.seen: dict[Entry, set[tuple[ArrayLeaf, ...]]] = {}
+        self.traced: dict[Entry, set[tuple]] = {}
+        self.traced_abstract: set[Entry] = set()
         self.history: list[Signature] = []
         self.tokens: dict[Entry, ShadowToken] = {}
 
@@ -241,14 +246,10 @@ class Predictor:
         `compiled=False` where it would run a program already compiled for an equal trace.
         """
         wrapper, program, entry, rebound, args, kwargs, leaves = decision
-        dynamic = itertools.chain(itertools.compress(leaves, entry.dyn_sel), fun_arrays)
+        dynamic = [*itertools.compress(leaves, entry.dyn_sel), *fun_arrays]
         avals = tuple(map(_array_leaf, dynamic))
-        seen = program.seen.get(entry)
-        if seen is None:
-            seen = program.seen[entry] = set()
-        if avals in seen:
+        if not _counts(program, entry, avals, any(isinstance(x, Tracer) for x in dynamic)):
             return None
-        seen.add(avals)
         if sig is None:
             sig = signature(args, kwargs)
         if fun_arrays:
@@ -292,3 +293,32 @@ class Predictor:
         else:
             token.traces += 1
         return True
+
+
+def _counts(
+    program: ShadowProgram, entry: Entry, avals: tuple[ArrayLeaf, ...], abstract: bool
+) -> bool:
+    """Whether a call with these array types is a miss of the stable program, as JAX's caches
+    and `Program` count it (and notes what JAX now holds). Under a transformation (`abstract`:
+    a tracer among them) JAX traces the function once per types and compiles only programs of
+    its own (a JVP, a batched jaxpr), which are not misses. At top level it compiles once per
+    types and placement, tracing only types it has not traced yet; the first compile of what
+    a transformed call traced (and counted) is not a miss either (`Program.untraced_miss`)."""
+    types = tuple(leaf[:3] for leaf in avals)
+    traced = program.traced.setdefault(entry, set())
+    if abstract:
+        if types in traced:
+            return False
+        traced.add(types)
+        program.traced_abstract.add(entry)
+        return True
+    seen = program.seen.setdefault(entry, set())
+    if avals in seen:
+        return False
+    seen.add(avals)
+    if types in traced and entry in program.traced_abstract:
+        program.traced_abstract.discard(entry)
+        return False
+    traced.add(types)
+    program.traced_abstract.discard(entry)
+    return True
