@@ -14,7 +14,7 @@ import numpy as np
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class, library_module
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._watch import MISSING
+from ._watch import MISSING, size
 
 
 _pack_double = struct.Struct("<d").pack
@@ -129,15 +129,15 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
 
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
-    return (len(d), *d.keys(), *d.values())
+    return (size(len(d)), *d.keys(), *d.values())
 
 
 def list_state(obj: Any) -> tuple:
-    return (len(obj), *obj)
+    return (size(len(obj)), *obj)
 
 
 def dict_state(d: dict) -> tuple:
-    return (len(d), *d.keys(), *d.values())
+    return (size(len(d)), *d.keys(), *d.values())
 
 
 _slot_names: dict[type, tuple[str, ...]] = {}
@@ -160,7 +160,7 @@ def object_state(obj: Any) -> tuple:
     slots = tuple(getattr(obj, name, MISSING) for name in slots_of(type(obj)))
     if attrs is None:
         return slots
-    return (len(attrs), *attrs.keys(), *attrs.values(), *slots)
+    return (size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
 
 
 def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -388,7 +388,7 @@ def _dunder(name: str) -> bool:
 
 def _class_state(c: type) -> tuple:
     d = c.__dict__
-    return (len(d), *d.values())
+    return (size(len(d)), *d.values())
 
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:

@@ -25,6 +25,17 @@ Name = tuple[Any, str, Any]
 Blob = tuple[Any, bytes]
 
 
+_sizes: dict[int, int] = {}
+
+
+def size(n: int) -> int:
+    """`n` as one object per value, for a state compared with `is`: CPython caches only the ints
+    up to 256, so the `len()` of a 300-item list is a new object on every call and a state that
+    held it never matched again (every hit re-keyed the whole container). Exact: two sizes are
+    the same object exactly when they are equal. One entry per distinct size ever watched."""
+    return n if n < 257 else _sizes.setdefault(n, n)
+
+
 def plain_fn_state(f: Any) -> tuple:
     """The state of a function that had no closure, keyword defaults or attributes when it was
     keyed (what `fn_state` gives then): its code and defaults. Keyword defaults or attributes
