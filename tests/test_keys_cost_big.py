@@ -3,13 +3,16 @@ container with more than 256 items must hold while nothing changed (CPython cach
 ints, so a length compared with `is` never matched again), and the fast paths over containers of
 exact scalars must give the slow path's answer exactly."""
 
+import struct
 import time
+from typing import Any
 
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import compute
+from eqxstable._keys import _scalars, clear, compute
 
 
 class _Record:
@@ -64,3 +67,124 @@ def test_a_hit_over_a_big_list_does_not_rekey():
     big[0] = 2
     assert float(g(jnp.float32(1.0))) == 3.0
     assert traces == 2
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def _nan(payload: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000000 | payload))[0]
+
+
+# Items that are equal under `==` yet key differently: `1`, `1.0`, `True`, `_Int(1)`; `0.0`,
+# `-0.0`; NaNs with two payloads; `"a"` and `_Str("a")`; `b"a"`, `None`.
+_ITEMS = st.sampled_from(
+    [0, 1, 2, 1.0, 0.0, -0.0, _nan(1), _nan(2), True, False, _Int(1), "a", "b", _Str("a")]
+    + [b"a", b"b", None, 10**30, 2.5]
+)
+_RUNS = st.one_of(
+    st.lists(st.sampled_from([0, 1, 2, 10**30]), min_size=6, max_size=20),
+    st.lists(st.sampled_from([0.0, -0.0, _nan(1), _nan(2)]), min_size=6, max_size=20),
+    st.lists(st.sampled_from(["a", "b", ""]), min_size=6, max_size=20),
+    st.lists(st.sampled_from([True, False]), min_size=6, max_size=20),
+    st.lists(_ITEMS, max_size=20),
+)
+
+
+def _twins(x: Any) -> list:
+    # Items `==` to `x` (or, for a NaN, with the same repr) that key differently.
+    if type(x) is float:
+        return [-x, _nan(2) if x is _nan(1) else _nan(1)] if x == 0 or x != x else [-x]
+    if type(x) is int:
+        return [float(x), bool(x) if x in (0, 1) else x + 1, _Int(x)]
+    if type(x) is str:
+        return [_Str(x), x.encode()]
+    return [None, 0]
+
+
+def _mutated(items: list, data: st.DataObject) -> list:
+    # Often the same run with one item swapped for a `==`-equal one of another kind.
+    out = list(items)
+    how = data.draw(st.sampled_from(["same", "twin", "any"]))
+    if out and how != "same":
+        i = data.draw(st.integers(0, len(out) - 1))
+        out[i] = data.draw(st.sampled_from(_twins(out[i])) if how == "twin" else _ITEMS)
+    return out
+
+
+def _keys_both_ways(obj_a: Any, obj_b: Any, part: Any) -> tuple[bool, bool]:
+    answers = []
+    for enabled in (True, False):
+        _scalars.ENABLED = enabled
+        try:
+            clear()
+            answers.append(part(compute(obj_a)[0]) == part(compute(obj_b)[0]))
+        finally:
+            _scalars.ENABLED = True
+            clear()
+    return answers[0], answers[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_RUNS, st.data())
+def test_scalar_runs_key_as_the_slow_path_does(items, data):
+    other = _mutated(items, data)
+    whole = lambda k: k  # noqa: E731
+    contents = lambda k: k.parts.contents  # noqa: E731 (a list's contents, not its identity)
+    fast, slow = _keys_both_ways(tuple(items), tuple(other), whole)
+    assert fast == slow
+    fast, slow = _keys_both_ways(items, other, contents)
+    assert fast == slow
+    # As a dict's keys (where they stay distinct) and as its values.
+    if len(set(map(_canonical, items))) == len(items) and len(set(map(_canonical, other))) == len(
+        other
+    ):
+        fast, slow = _keys_both_ways(dict.fromkeys(items, 0), dict.fromkeys(other, 0), contents)
+        assert fast == slow
+    a = {i: x for i, x in enumerate(items)}
+    b = {i: x for i, x in enumerate(other)}
+    fast, slow = _keys_both_ways(a, b, contents)
+    assert fast == slow
+
+
+def _canonical(x: Any) -> Any:
+    return (type(x), struct.pack("<d", x) if type(x) is float else x)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([1] * 10, [1] * 9 + [True]),
+        ([1] * 10, [1] * 9 + [1.0]),
+        ([1] * 10, [1] * 9 + [_Int(1)]),
+        ([0.0] * 10, [0.0] * 9 + [-0.0]),
+        ([_nan(1)] * 10, [_nan(1)] * 9 + [_nan(2)]),
+        (["a"] * 10, ["a"] * 9 + [_Str("a")]),
+        ([True] * 10, [1] * 10),
+        ([1.0] * 10, [1] * 10),
+        ([b"a"] * 10, ["a"] * 10),
+    ],
+)
+def test_scalar_runs_keep_equal_but_different_items_apart(a, b):
+    # The fast path made lenient (the items' own `==`, a run of mixed types) fails here.
+    assert len(a) >= _scalars.MIN_ITEMS
+    assert es.stable_key(tuple(a)) != es.stable_key(tuple(b))
+    assert compute(a)[0].parts.contents != compute(b)[0].parts.contents
+    assert es.stable_key(tuple(a)) == es.stable_key(tuple(list(a)))
+    assert compute(a)[0].parts.contents == compute(list(a))[0].parts.contents
+    d = compute(dict(enumerate(a)))[0].parts.contents
+    assert d != compute(dict(enumerate(b)))[0].parts.contents
+
+
+def test_a_big_run_keys_fast():
+    big = [f"w{i}" for i in range(1_000_000)]
+    start = time.perf_counter()
+    compute(tuple(big))
+    compute(big)
+    # Item by item this takes seconds.
+    assert time.perf_counter() - start < 1.0

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class, library_module
+from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import MISSING, size
 
@@ -79,6 +80,9 @@ def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    fast = scalar_run(obj)
+    if fast is not None:
+        return (tuple, fast)
     return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
 
 
@@ -174,16 +178,13 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, object_state, object_state(obj)))
         return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
     ctx.identity = True
-    if isinstance(obj, list):
-        ctx.states.append((obj, list_state, list_state(obj)))
-        contents: Any = tuple([key(x, ctx, False) for x in obj])
-    elif isinstance(obj, dict):
-        ctx.states.append((obj, dict_state, dict_state(obj)))
-        contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
-    elif isinstance(obj, (set, bytearray)):
+    if isinstance(obj, (list, set, bytearray)):
         # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
         ctx.states.append((obj, list_state, list_state(obj)))
-        contents = tuple([key(x, ctx, False) for x in obj])
+        contents: Any = _items(obj, ctx)
+    elif isinstance(obj, dict):
+        ctx.states.append((obj, dict_state, dict_state(obj)))
+        contents = _dict_items(obj, ctx)
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
@@ -234,9 +235,25 @@ def descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 def _container_contents(obj: Any, ctx: Ctx) -> Any:
     if type(obj) is dict:
         ctx.states.append((obj, dict_state, dict_state(obj)))
-        return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
+        return (dict, _dict_items(obj, ctx))
     ctx.states.append((obj, list_state, list_state(obj)))
-    return (type(obj), tuple([key(x, ctx, False) for x in obj]))
+    return (type(obj), _items(obj, ctx))
+
+
+def _items(obj: Any, ctx: Ctx) -> Any:
+    # `K-scalar-run` where every item is of one exact scalar type, else item by item.
+    fast = scalar_run(obj)
+    if fast is not None:
+        return fast
+    return tuple([key(x, ctx, False) for x in obj])
+
+
+def _dict_items(d: dict, ctx: Ctx) -> Any:
+    keys = scalar_run(d)
+    values = scalar_run(d.values()) if keys is not None else None
+    if values is not None:
+        return ("scalar-dict", keys, values)
+    return tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in d.items()])
 
 
 def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:

@@ -131,7 +131,7 @@ class Watch:
         """The same checks holding weak references where possible, for the key memo: a memo
         entry must not keep alive what it describes (a self-recursive closure holds itself)."""
         return Watch(
-            tuple((_weak(o), fn, tuple(map(_weak, s))) for o, fn, s in self.states),
+            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in self.states),
             tuple((_weak(ns), name, _weak(v)) for ns, name, v in self.names),
             tuple((_weak(a), data) for a, data in self.blobs),
         )
@@ -160,7 +160,7 @@ class Watch:
         was collected."""
         try:
             return Watch(
-                tuple((_strong(o), fn, tuple(map(_strong_or_self, s))) for o, fn, s in self.states),
+                tuple((_strong(o), fn, _strong_items(s)) for o, fn, s in self.states),
                 tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
                 tuple((_strong(a), data) for a, data in self.blobs),
             )
@@ -170,6 +170,27 @@ class Watch:
 
 def _strong_or_self(x: Any) -> Any:
     return _strong(x)
+
+
+def _weak_items(state: tuple) -> tuple:
+    # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
+    # a Python call per item would cost a second per million.
+    if len(state) > 16 and not any(map(_referable, set(map(type, state)))):
+        return state
+    return tuple(map(_weak, state))
+
+
+def _strong_items(state: tuple) -> tuple:
+    if len(state) > 16:
+        types = set(map(type, state))
+        if weakref.ref not in types and _Held not in types:
+            return state
+    return tuple(map(_strong_or_self, state))
+
+
+def _referable(t: type) -> bool:
+    # What `_weak` would replace: an object that supports weak references, or a weak reference.
+    return bool(t.__weakrefoffset__) or t is weakref.ref
 
 
 def merge(watches: list["Watch"]) -> Watch:
