@@ -7,12 +7,14 @@ import struct
 import time
 from typing import Any
 
+import equinox as eqx
 import jax.numpy as jnp
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _scalars, clear, compute
+from eqxstable._keys import _scalars, clear, compute, too_many_objects
+from eqxstable._keys._context import frozen_scalars, MAX_OBJECTS
 
 
 class _Record:
@@ -188,3 +190,103 @@ def test_a_big_run_keys_fast():
     compute(big)
     # Item by item this takes seconds.
     assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.counts_traces
+def test_a_frozen_structure_past_the_budget_is_keyed_by_identity():
+    # A tuple of pairs past the object budget, read by a closure: this very tuple is its key (it
+    # can never change), so the closure hits; a closure over an equal copy is another key.
+    data = tuple((f"w{i}", i) for i in range(MAX_OBJECTS + 10))
+    copy = tuple(list(data))
+    traces = 0
+
+    def make(table):
+        def f(x):
+            nonlocal traces
+            traces += 1
+            return x * len(table)
+
+        return f
+
+    key = compute(data)[0]
+    assert too_many_objects(key)
+    assert key == compute(data)[0]
+    assert key != compute(copy)[0]
+    assert compute(make(data))[0] == compute(make(data))[0]
+    assert compute(make(data))[0] != compute(make(copy))[0]
+    f = es.filter_jit(make(data))
+    f(jnp.float32(1.0))
+    start = time.perf_counter()
+    for _ in range(3):
+        assert float(f(jnp.float32(1.0))) == len(data)
+    assert time.perf_counter() - start < 0.5
+    assert traces == 1
+    g = es.filter_jit(make(data))
+    assert float(g(jnp.float32(2.0))) == 2 * len(data)
+    assert traces == 1, g.misses
+    assert float(es.filter_jit(make(copy))(jnp.float32(2.0))) == 2 * len(data)
+    assert traces == 2
+
+
+@pytest.mark.parametrize(
+    "obj, frozen",
+    [
+        ((1, "a", (2.0, frozenset({b"x", None}))), True),
+        ((1, [2]), False),
+        ((1, (2, {3: 4})), False),
+        ((1, (2, _Str("a"))), False),
+        (type("T", (tuple,), {})((1, 2)), False),
+        ([1, 2], False),
+        ((lambda: 1,), False),
+    ],
+)
+def test_frozen_scalars(obj, frozen):
+    assert frozen_scalars(obj) is frozen
+
+
+@pytest.mark.counts_traces
+def test_a_stable_module_with_a_big_static_vocabulary_hits():
+    # Finding 14: the canonical static form's table parts (a pair per word) were walked, past
+    # the budget, so the same module missed on every call.
+    class Tok(es.StableModule):
+        vocab: tuple = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x * len(self.vocab)
+
+    vocab = tuple(f"w{i}" for i in range(100_000))
+    m = Tok(vocab)
+    traces = 0
+
+    @es.filter_jit
+    def f(m, x):
+        nonlocal traces
+        traces += 1
+        return m(x)
+
+    f(m, jnp.float32(1.0))
+    start = time.perf_counter()
+    for _ in range(3):
+        assert float(f(m, jnp.float32(1.0))) == 100_000
+    assert time.perf_counter() - start < 1.0
+    assert traces == 1
+    # Another vocabulary of the same size is another program.
+    other = Tok(vocab[:-1] + ("other",))
+    assert float(f(other, jnp.float32(1.0))) == 100_000
+    assert traces == 2
+    # An equal module rebuilt hits.
+    assert float(f(Tok(tuple(vocab)), jnp.float32(2.0))) == 200_000
+    assert traces == 2
+
+
+@pytest.mark.counts_traces
+def test_a_changeable_structure_past_the_budget_is_never_a_hit():
+    # A tuple holding lists past the budget: not keyed by identity (a list in it can change
+    # where the walk never reached), so the change is seen.
+    data = tuple(([i],) for i in range(MAX_OBJECTS + 10))
+    f = es.filter_jit(lambda x: x * len(data[-1][0]))
+    assert float(f(jnp.float32(1.0))) == 1.0
+    data[-1][0].append(0)
+    assert float(f(jnp.float32(1.0))) == 2.0
+    assert too_many_objects(compute(data)[0])
+    assert compute(data)[0] != compute(data)[0]

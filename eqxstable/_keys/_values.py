@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, identity, key
+from ._context import compound, Ctx, frozen_part, identity, key
 from ._origin import library_class, library_module
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
@@ -83,6 +83,9 @@ def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     fast = scalar_run(obj)
     if fast is not None:
         return (tuple, fast)
+    frozen = frozen_part(obj, ctx)
+    if frozen is not None:
+        return frozen
     return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
 
 
@@ -96,8 +99,23 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
 
 
 @compound
+def static_form(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    """A `StableModule`'s canonical static value (`eqxstable._static.Static`, a tuple of the
+    value, whether it holds an array, its table parts and its anchor): this very canonical form
+    (its anchor's identity, as before) and its value, keyed as any value is. The table parts are
+    derived from the value when the form is made and cannot change: walking them (a pair per
+    leaf) cost a 100,000-word vocabulary the object budget, and so a trace on every call."""
+    value, has_array, _, anchor = obj
+    ctx.identity = True
+    return (type(obj), Identity(anchor), key(value, ctx, False), has_array)
+
+
+@compound
 def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     # In iteration order: equal frozensets can iterate differently, and code may loop over one.
+    frozen = frozen_part(obj, ctx)
+    if frozen is not None:
+        return frozen
     items = tuple([key(x, ctx, content_ok) for x in obj])
     return (type(obj), items, extra_attrs(obj, ctx))
 
