@@ -9,6 +9,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -290,3 +291,59 @@ def test_a_changeable_structure_past_the_budget_is_never_a_hit():
     assert float(f(jnp.float32(1.0))) == 2.0
     assert too_many_objects(compute(data)[0])
     assert compute(data)[0] != compute(data)[0]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.zeros(1000),
+        lambda: np.zeros(1001, np.uint8),
+        lambda: np.zeros((40, 30))[:, ::3],
+        lambda: np.zeros(3, np.float32),
+    ],
+    ids=["float64", "odd-bytes", "strided", "float32"],
+)
+def test_a_watched_array_sees_every_change(make):
+    a = make()
+    _, watch = compute(lambda: a)
+    assert watch.valid()
+    flat = a.reshape(-1) if a.flags.c_contiguous else a
+    last = (a.ndim and tuple(s - 1 for s in a.shape)) or ()
+    a[last] = 1
+    assert not watch.valid()
+    a[last] = 0
+    assert watch.valid()
+    if a.flags.c_contiguous:
+        # The same bytes under another shape or dtype: a trace reading `a.shape` differs.
+        a.shape = (1, *a.shape)
+        assert not watch.valid()
+        a.shape = a.shape[1:]
+        assert watch.valid()
+        if flat.dtype == np.float64:
+            a.dtype = np.int64
+            assert not watch.valid()
+            a.dtype = np.float64
+            assert watch.valid()
+
+
+@pytest.mark.counts_traces
+def test_a_closure_over_a_reshaped_array_retraces():
+    a = np.zeros(4)
+    f = es.filter_jit(lambda x: x + a.shape[0])
+    assert float(f(jnp.float32(0.0))) == 4.0
+    a.shape = (2, 2)
+    assert float(f(jnp.float32(0.0))) == 2.0
+
+
+def test_a_hit_over_a_big_array_is_cheap():
+    a = np.zeros(10_000_000)
+    _, watch = compute(lambda: a)
+    best = min(_timed(watch.valid) for _ in range(3))
+    # The bytes copied out and compared took about 0.1-0.3 s here.
+    assert best < 0.1
+
+
+def _timed(fn: Any) -> float:
+    start = time.perf_counter()
+    assert fn()
+    return time.perf_counter() - start

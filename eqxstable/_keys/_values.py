@@ -15,7 +15,7 @@ from ._context import compound, Ctx, frozen_part, identity, key
 from ._origin import library_class, library_module
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._watch import MISSING, size
+from ._watch import ArrayState, MISSING, size
 
 
 _pack_double = struct.Struct("<d").pack
@@ -283,7 +283,7 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
         return contents
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True
-    ctx.blobs.append((obj, contents[3]))
+    ctx.blobs.append((obj, ArrayState(obj, contents[3])))
     return MutableKey(Identity(obj), contents)
 
 

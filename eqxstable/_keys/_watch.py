@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 
 _is = operator.is_
 _MISSING = object()
@@ -123,7 +125,7 @@ class Watch:
             if namespace.get(name, _MISSING) is not value:
                 return False
         for array, data in self.blobs:
-            if array.tobytes() != data:
+            if not same_bytes(array, data):
                 return False
         return True
 
@@ -149,7 +151,7 @@ class Watch:
                 if not _same(_strong(holder).get(name, _MISSING), value):
                     return False
             for holder, data in self.blobs:
-                if _strong(holder).tobytes() != data:
+                if not same_bytes(_strong(holder), data):
                     return False
         except _Dead:
             return False
@@ -166,6 +168,45 @@ class Watch:
             )
         except _Dead:
             return None
+
+
+class ArrayState:
+    """What a NumPy array reached through a function or object held when it was keyed: its shape
+    and dtype (either can be assigned in place: `a.shape = (2, 2)` keeps the bytes) and its
+    bytes."""
+
+    __slots__ = ("shape", "dtype", "data")
+
+    def __init__(self, array: np.ndarray, data: bytes):
+        self.shape = array.shape
+        self.dtype = _dtype_key(array.dtype)
+        self.data = data
+
+
+def _dtype_key(dtype: np.dtype) -> Any:
+    from ._values import dtype_key
+
+    return dtype_key(dtype)
+
+
+def same_bytes(holder: Any, data: Any) -> bool:
+    """Whether a watched buffer still holds `data`: a NumPy array (`ArrayState`) compared
+    byte for byte in C without a copy where it is contiguous (8 bytes at a time where it can),
+    with its shape and dtype; anything else by its `tobytes()`."""
+    if type(data) is not ArrayState:
+        return holder.tobytes() == data
+    a = holder
+    if a.shape != data.shape or _dtype_key(a.dtype) != data.dtype:
+        return False
+    if not a.flags.c_contiguous:
+        return a.tobytes() == data.data
+    flat = a.reshape(-1).view(np.uint8)
+    ref = np.frombuffer(data.data, np.uint8)
+    if flat.size != ref.size:
+        return False
+    if flat.size % 8 == 0:
+        flat, ref = flat.view(np.uint64), ref.view(np.uint64)
+    return bool(np.array_equal(flat, ref))
 
 
 def _strong_or_self(x: Any) -> Any:
