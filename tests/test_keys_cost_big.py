@@ -347,3 +347,18 @@ def _timed(fn: Any) -> float:
     start = time.perf_counter()
     assert fn()
     return time.perf_counter() - start
+
+
+def test_a_user_object_is_watched_once_and_still_seen():
+    records = [_Record(i) for i in range(300)]
+    _, watch = compute(lambda: records)
+    # The list, and each object and its list: one state each.
+    assert len(watch.states) == 1 + 2 * len(records)
+    assert watch.valid()
+    records[7].v = 7
+    assert watch.valid()
+    records[7].v = 8
+    assert not watch.valid()
+    records[7].v = 7
+    records[7].extra = 1
+    assert not watch.valid()

@@ -138,11 +138,13 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return identity(obj, ctx)
 
 
-def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
+def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tuple:
+    """`watched`: whether the caller watches `object_state(obj)` already, which covers the
+    attributes (one state less an object on every hit)."""
     d = getattr(obj, "__dict__", None)
     if not d:
         return ()
-    if type(d) is dict:
+    if type(d) is dict and not watched:
         ctx.states.append((obj, attrs_state, attrs_state(obj)))
     return tuple(
         [(k, key(v, ctx, False)) for k, v in d.items() if k not in skip and k not in IGNORED_ATTRS]
@@ -206,7 +208,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
-        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx), slots)
+        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
     return MutableKey(Identity(obj), (type(obj), contents))
 
 
