@@ -216,17 +216,16 @@ def _strong_or_self(x: Any) -> Any:
 def _weak_items(state: tuple) -> tuple:
     # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
     # a Python call per item would cost a second per million.
-    if len(state) > 16 and not any(map(_referable, set(map(type, state)))):
+    if not any(map(_referable, set(map(type, state)))):
         return state
     return tuple(map(_weak, state))
 
 
 def _strong_items(state: tuple) -> tuple:
-    if len(state) > 16:
-        types = set(map(type, state))
-        if weakref.ref not in types and _Held not in types:
-            return state
-    return tuple(map(_strong_or_self, state))
+    types = set(map(type, state))
+    if weakref.ref not in types and _Held not in types:
+        return state
+    return tuple(map(_strong, state))
 
 
 def _referable(t: type) -> bool:
