@@ -2,9 +2,12 @@
 import hook with beartype (as diffrax's own test suite runs) with `equinox.filter_jit` swapped
 for eqxstable's, and a closure over a structure with shared parts (`node = [node, node]`).
 
-    python benchmarks/key_cost.py
+    python benchmarks/key_cost.py          # all rows
+    python benchmarks/key_cost.py --big    # the big-structure rows only (attack 5: 06, 09, 14)
 
-Needs diffrax and beartype. Each diffrax row runs in a fresh `python -m eqxstable doctor
+The big-structure rows time a hit of `equinox.filter_jit` and of `eqxstable.filter_jit` on the
+same function, interleaved, the minimum over rounds. Needs diffrax and beartype for the others.
+Each diffrax row runs in a fresh `python -m eqxstable doctor
 --stabilize` process, so that the swap is in place before diffrax is imported.
 """
 
@@ -38,8 +41,78 @@ print(seconds, len(watch), watch.valid(), hits[1], hits[2])
 """
 
 
+def _big_cases() -> list:
+    import equinox as eqx
+    import numpy as np
+
+    import eqxstable as es
+
+    class Record:
+        def __init__(self, v: int):
+            self.v = v
+            self.w = [v, v + 1]
+
+    class Tok(es.StableModule):
+        vocab: tuple = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x * len(self.vocab)
+
+    big_list = [0] * 2_000_000
+    big_dict = {f"k{i}": i for i in range(100_000)}
+    big_array = np.zeros(10_000_000)
+    records = [Record(i) for i in range(12_000)]
+    pairs = tuple((f"w{i}", i) for i in range(60_000))
+    tok = Tok(tuple(f"w{i}" for i in range(100_000)))
+    return [
+        ("closure over a 2M-item list (06)", lambda: lambda x: x + big_list[0], ()),
+        ("closure over a 100k-entry dict (06)", lambda: lambda x: x + big_dict["k0"], ()),
+        ("closure over an 80 MB ndarray (06)", lambda: lambda x: x + big_array[0], ()),
+        ("closure over 12k user objects (09)", lambda: lambda x: x + records[0].v, ()),
+        ("closure over 60k frozen pairs (budget)", lambda: lambda x: x + len(pairs), ()),
+        ("StableModule, 100k-word static vocab (14)", lambda: lambda m, x: m(x), (tok,)),
+    ]
+
+
+def big_structures(rounds: int = 5) -> None:
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    import eqxstable as es
+
+    print(
+        "| big structure | equinox first call (s) | eqxstable first call (s) | "
+        "equinox hit (ms) | eqxstable hit (ms) |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    x = jnp.float32(1.0)
+    for label, make, args in _big_cases():
+        first = {}
+        hit: dict = {"eqx": [], "es": []}
+        jitted = {}
+        for name, jit in (("eqx", eqx.filter_jit), ("es", es.filter_jit)):
+            jitted[name] = jit(make())
+            start = time.perf_counter()
+            jitted[name](*args, x).block_until_ready()
+            first[name] = time.perf_counter() - start
+        for _ in range(rounds):
+            for name in ("eqx", "es"):
+                start = time.perf_counter()
+                jitted[name](*args, x).block_until_ready()
+                hit[name].append(time.perf_counter() - start)
+        print(
+            f"| {label} | {first['eqx']:.3f} | {first['es']:.3f} | "
+            f"{1e3 * min(hit['eqx']):.3f} | {1e3 * min(hit['es']):.3f} |"
+        )
+
+
 def main() -> None:
     import tempfile
+
+    if "--big" in sys.argv:
+        print(f"# {' '.join([os.path.basename(sys.executable), *sys.argv])}")
+        big_structures()
+        return
 
     print(f"# {' '.join([os.path.basename(sys.executable), *sys.argv])}")
     print("| object | key seconds | watched | watch valid after calls | hit 2, hit 3 (s) |")
@@ -74,6 +147,8 @@ def main() -> None:
         f"| closure over `[node, node]` x30 | {time.perf_counter() - start:.4f} | {len(watch)} | "
         f"{watch.valid()} | - |"
     )
+    print()
+    big_structures()
 
 
 if __name__ == "__main__":

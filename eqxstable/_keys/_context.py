@@ -19,8 +19,10 @@ from ._watch import Watch
 # levels per level of the object, shares the limit with the Python frames below it).
 MAX_DEPTH = 100
 # One key walks at most this many distinct objects (each once, whatever the number of paths to
-# it). Past it the whole object gets a key equal to nothing (`TOO_MANY`): every call traces it
-# again, never a wrong answer, and never an unbounded walk (a live JAX trace, a library's caches).
+# it). Past it the outermost tuple or frozenset on the path in which nothing can change
+# (`frozen_scalars`) is keyed by its identity; else the whole object gets a key equal to nothing
+# (`TOO_MANY`): every call traces it again, never a wrong answer, and never an unbounded walk
+# (a live JAX trace, a library's caches).
 MAX_OBJECTS = 50_000
 TOO_MANY = "too-many-objects"
 
@@ -31,7 +33,7 @@ class Walk(dict):
     computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
     the budget and the cycle bookkeeping see them."""
 
-    __slots__ = ("walked", "low", "reach")
+    __slots__ = ("walked", "low", "reach", "frozen")
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,6 +44,8 @@ class Walk(dict):
         self.low = _NOWHERE
         # The deepest level reached since it was last reset (a reused key counts its height).
         self.reach = 0
+        # The tuples and frozensets keyed by identity (`frozen_scalars`), by `id`.
+        self.frozen: dict[int, Any] = {}
 
 
 _NOWHERE = 1 << 30
@@ -49,7 +53,16 @@ _NOWHERE = 1 << 30
 
 class TooMany(BaseException):
     """Raised past `MAX_OBJECTS`; caught by `top` only (a `BaseException`, so that the handlers'
-    own `except Exception` fallbacks never turn it into a partial key)."""
+    own `except Exception` fallbacks never turn it into a partial key). `path`: the objects
+    being walked when it was raised, innermost first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.path: list = []
+
+
+# How many times `top` walks again with one more frozen container keyed by identity.
+_RETRIES = 4
 
 
 class Ctx:
@@ -112,18 +125,70 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`key` for a whole computation: past `MAX_OBJECTS` objects, the whole of `obj` is keyed as
-    equal to nothing (so the jit layer can say why it traces every call) and watched as always
-    changed."""
-    try:
-        return key(obj, ctx, content_ok)
-    except TooMany:
-        ctx.states[:] = [(obj, _never, (None,))]
-        ctx.names.clear()
-        ctx.blobs.clear()
+    """`key` for a whole computation. Past `MAX_OBJECTS` objects, the outermost tuple or
+    frozenset on the path to where the budget ran out in which nothing can change
+    (`frozen_scalars`) is keyed by its identity, a sound key with nothing to watch (the same
+    object hits, a copy never does), and the walk starts again; if there is none, the whole of
+    `obj` is keyed as equal to nothing (so the jit layer can say why it traces every call) and
+    watched as always changed."""
+    frozen: dict[int, Any] = {}
+    for _ in range(_RETRIES + 1):
+        try:
+            return key(obj, ctx, content_ok)
+        except TooMany as e:
+            found = None
+            for x in reversed(e.path):
+                if id(x) not in frozen and frozen_scalars(x):
+                    found = x
+                    break
+            if found is None:
+                break
+            frozen[id(found)] = found
+            ctx.__init__(ctx.by_value)
+            ctx.stack.frozen = frozen
+    ctx.states[:] = [(obj, _never, (None,))]
+    ctx.names.clear()
+    ctx.blobs.clear()
+    ctx.identity = True
+    ctx.copied_arrays = False
+    return (TOO_MANY, Identity(_Unkeyable()))
+
+
+def frozen_part(obj: Any, ctx: Ctx) -> Any:
+    """The key of a tuple or frozenset that `top` chose to key by identity, else `None`."""
+    if id(obj) in ctx.stack.frozen:
         ctx.identity = True
-        ctx.copied_arrays = False
-        return (TOO_MANY, Identity(_Unkeyable()))
+        return (TOO_MANY, Identity(obj))
+    return None
+
+
+# What `frozen_scalars` accepts: immutable values with nothing inside, and the exact immutable
+# containers of them (no subclass: it could hold attributes).
+_ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
+_FROZEN = (tuple, frozenset)
+
+
+def frozen_scalars(obj: Any) -> bool:
+    """Whether `obj` is an exact `tuple` or `frozenset` holding, all the way down, only exact
+    tuples, frozensets and the immutable scalars of `_ATOMS`: nothing in it can ever change, so
+    its identity is a sound key. Linear in the distinct containers (the types of a container's
+    items are scanned in C), without recursion."""
+    if type(obj) not in _FROZEN:
+        return False
+    seen: set[int] = set()
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        types = set(map(type, x))
+        for t in types:
+            if t not in _ATOMS and t not in _FROZEN:
+                return False
+        if tuple in types or frozenset in types:
+            stack.extend([y for y in x if type(y) in _FROZEN])
+    return True
 
 
 def _rules_resolve(t: type) -> Handler:
@@ -219,13 +284,16 @@ def compound(fn: Handler) -> Handler:
             return too_deep(obj, ctx)
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
-            raise TooMany
+            raise TooMany()
         low, reach = walk.low, walk.reach
         walk.low, walk.reach = _NOWHERE, here
         walk[i] = here
         ctx.depth = here + 1
         try:
             parts = fn(obj, ctx, content_ok)
+        except TooMany as e:
+            e.path.append(obj)
+            raise
         except RecursionError:
             parts = too_deep(obj, ctx)
         except Exception:

@@ -16,7 +16,7 @@ import numpy as np
 from ._context import compound, Ctx, identity, key, too_deep
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._values import dtype_key, object_state, slots_of
-from ._watch import MISSING
+from ._watch import MISSING, size
 
 
 #
@@ -276,9 +276,13 @@ def _canonical(x: Any) -> Any:
 def items_state(obj: Any) -> tuple:
     if isinstance(obj, Mapping):
         items = list(obj.items())
-        return (len(items), *[_canonical(k) for k, _ in items], *[_canonical(v) for _, v in items])
+        return (
+            size(len(items)),
+            *[_canonical(k) for k, _ in items],
+            *[_canonical(v) for _, v in items],
+        )
     items = list(obj)
-    return (len(items), *map(_canonical, items))
+    return (size(len(items)), *map(_canonical, items))
 
 
 @compound

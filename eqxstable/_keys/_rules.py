@@ -186,6 +186,13 @@ def _defines_eq(t: type) -> Any:
     return "identity"
 
 
+def _static_form(t: type) -> bool:
+    # Imported here: `_static` imports this package.
+    from .._static import Static
+
+    return t is Static
+
+
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if t in _EXACT:
@@ -215,6 +222,8 @@ def resolve(t: type) -> Handler:
     if issubclass(t, (bool, int, float, complex, str, bytes)):
         return v.builtin_subclass  # K-builtin-subclass
     if issubclass(t, tuple):
+        if _static_form(t):
+            return v.static_form  # K-tuple: `StableModule`'s canonical static value
         return v.tuple_subclass  # K-tuple
     if issubclass(t, frozenset):
         return v.frozenset_  # K-tuple

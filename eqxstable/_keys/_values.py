@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, identity, key
+from ._context import compound, Ctx, frozen_part, identity, key
 from ._origin import library_class, library_module
+from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._watch import MISSING
+from ._watch import ArrayState, MISSING, size
 
 
 _pack_double = struct.Struct("<d").pack
@@ -79,6 +80,12 @@ def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    fast = scalar_run(obj)
+    if fast is not None:
+        return (tuple, fast)
+    frozen = frozen_part(obj, ctx)
+    if frozen is not None:
+        return frozen
     return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
 
 
@@ -92,8 +99,23 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
 
 
 @compound
+def static_form(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
+    """A `StableModule`'s canonical static value (`eqxstable._static.Static`, a tuple of the
+    value, whether it holds an array, its table parts and its anchor): this very canonical form
+    (its anchor's identity, as before) and its value, keyed as any value is. The table parts are
+    derived from the value when the form is made and cannot change: walking them (a pair per
+    leaf) cost a 100,000-word vocabulary the object budget, and so a trace on every call."""
+    value, has_array, _, anchor = obj
+    ctx.identity = True
+    return (type(obj), Identity(anchor), key(value, ctx, False), has_array)
+
+
+@compound
 def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     # In iteration order: equal frozensets can iterate differently, and code may loop over one.
+    frozen = frozen_part(obj, ctx)
+    if frozen is not None:
+        return frozen
     items = tuple([key(x, ctx, content_ok) for x in obj])
     return (type(obj), items, extra_attrs(obj, ctx))
 
@@ -116,11 +138,13 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return identity(obj, ctx)
 
 
-def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
+def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tuple:
+    """`watched`: whether the caller watches `object_state(obj)` already, which covers the
+    attributes (one state less an object on every hit)."""
     d = getattr(obj, "__dict__", None)
     if not d:
         return ()
-    if type(d) is dict:
+    if type(d) is dict and not watched:
         ctx.states.append((obj, attrs_state, attrs_state(obj)))
     return tuple(
         [(k, key(v, ctx, False)) for k, v in d.items() if k not in skip and k not in IGNORED_ATTRS]
@@ -129,15 +153,15 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
 
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
-    return (len(d), *d.keys(), *d.values())
+    return (size(len(d)), *d.keys(), *d.values())
 
 
 def list_state(obj: Any) -> tuple:
-    return (len(obj), *obj)
+    return (size(len(obj)), *obj)
 
 
 def dict_state(d: dict) -> tuple:
-    return (len(d), *d.keys(), *d.values())
+    return (size(len(d)), *d.keys(), *d.values())
 
 
 _slot_names: dict[type, tuple[str, ...]] = {}
@@ -160,7 +184,7 @@ def object_state(obj: Any) -> tuple:
     slots = tuple(getattr(obj, name, MISSING) for name in slots_of(type(obj)))
     if attrs is None:
         return slots
-    return (len(attrs), *attrs.keys(), *attrs.values(), *slots)
+    return (size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
 
 
 def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -174,20 +198,17 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, object_state, object_state(obj)))
         return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
     ctx.identity = True
-    if isinstance(obj, list):
-        ctx.states.append((obj, list_state, list_state(obj)))
-        contents: Any = tuple([key(x, ctx, False) for x in obj])
-    elif isinstance(obj, dict):
-        ctx.states.append((obj, dict_state, dict_state(obj)))
-        contents = tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()])
-    elif isinstance(obj, (set, bytearray)):
+    if isinstance(obj, (list, set, bytearray)):
         # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
         ctx.states.append((obj, list_state, list_state(obj)))
-        contents = tuple([key(x, ctx, False) for x in obj])
+        contents: Any = _items(obj, ctx)
+    elif isinstance(obj, dict):
+        ctx.states.append((obj, dict_state, dict_state(obj)))
+        contents = _dict_items(obj, ctx)
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
-        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx), slots)
+        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
     return MutableKey(Identity(obj), (type(obj), contents))
 
 
@@ -234,9 +255,25 @@ def descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 def _container_contents(obj: Any, ctx: Ctx) -> Any:
     if type(obj) is dict:
         ctx.states.append((obj, dict_state, dict_state(obj)))
-        return (dict, tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in obj.items()]))
+        return (dict, _dict_items(obj, ctx))
     ctx.states.append((obj, list_state, list_state(obj)))
-    return (type(obj), tuple([key(x, ctx, False) for x in obj]))
+    return (type(obj), _items(obj, ctx))
+
+
+def _items(obj: Any, ctx: Ctx) -> Any:
+    # `K-scalar-run` where every item is of one exact scalar type, else item by item.
+    fast = scalar_run(obj)
+    if fast is not None:
+        return fast
+    return tuple([key(x, ctx, False) for x in obj])
+
+
+def _dict_items(d: dict, ctx: Ctx) -> Any:
+    keys = scalar_run(d)
+    values = scalar_run(d.values()) if keys is not None else None
+    if values is not None:
+        return ("scalar-dict", keys, values)
+    return tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in d.items()])
 
 
 def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
@@ -248,7 +285,7 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
         return contents
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True
-    ctx.blobs.append((obj, contents[3]))
+    ctx.blobs.append((obj, ArrayState(obj, contents[3])))
     return MutableKey(Identity(obj), contents)
 
 
@@ -388,7 +425,7 @@ def _dunder(name: str) -> bool:
 
 def _class_state(c: type) -> tuple:
     d = c.__dict__
-    return (len(d), *d.values())
+    return (size(len(d)), *d.values())
 
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:

@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 
 _is = operator.is_
 _MISSING = object()
@@ -23,6 +25,17 @@ State = tuple[Any, Callable[[Any], tuple], tuple]
 Name = tuple[Any, str, Any]
 # (array, bytes it had).
 Blob = tuple[Any, bytes]
+
+
+_sizes: dict[int, int] = {}
+
+
+def size(n: int) -> int:
+    """`n` as one object per value, for a state compared with `is`: CPython caches only the ints
+    up to 256, so the `len()` of a 300-item list is a new object on every call and a state that
+    held it never matched again (every hit re-keyed the whole container). Exact: two sizes are
+    the same object exactly when they are equal. One entry per distinct size ever watched."""
+    return n if n < 257 else _sizes.setdefault(n, n)
 
 
 def plain_fn_state(f: Any) -> tuple:
@@ -112,7 +125,7 @@ class Watch:
             if namespace.get(name, _MISSING) is not value:
                 return False
         for array, data in self.blobs:
-            if array.tobytes() != data:
+            if not same_bytes(array, data):
                 return False
         return True
 
@@ -120,7 +133,7 @@ class Watch:
         """The same checks holding weak references where possible, for the key memo: a memo
         entry must not keep alive what it describes (a self-recursive closure holds itself)."""
         return Watch(
-            tuple((_weak(o), fn, tuple(map(_weak, s))) for o, fn, s in self.states),
+            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in self.states),
             tuple((_weak(ns), name, _weak(v)) for ns, name, v in self.names),
             tuple((_weak(a), data) for a, data in self.blobs),
         )
@@ -138,7 +151,7 @@ class Watch:
                 if not _same(_strong(holder).get(name, _MISSING), value):
                     return False
             for holder, data in self.blobs:
-                if _strong(holder).tobytes() != data:
+                if not same_bytes(_strong(holder), data):
                     return False
         except _Dead:
             return False
@@ -149,7 +162,7 @@ class Watch:
         was collected."""
         try:
             return Watch(
-                tuple((_strong(o), fn, tuple(map(_strong_or_self, s))) for o, fn, s in self.states),
+                tuple((_strong(o), fn, _strong_items(s)) for o, fn, s in self.states),
                 tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
                 tuple((_strong(a), data) for a, data in self.blobs),
             )
@@ -157,8 +170,67 @@ class Watch:
             return None
 
 
+class ArrayState:
+    """What a NumPy array reached through a function or object held when it was keyed: its shape
+    and dtype (either can be assigned in place: `a.shape = (2, 2)` keeps the bytes) and its
+    bytes."""
+
+    __slots__ = ("shape", "dtype", "data")
+
+    def __init__(self, array: np.ndarray, data: bytes):
+        self.shape = array.shape
+        self.dtype = _dtype_key(array.dtype)
+        self.data = data
+
+
+def _dtype_key(dtype: np.dtype) -> Any:
+    from ._values import dtype_key
+
+    return dtype_key(dtype)
+
+
+def same_bytes(holder: Any, data: Any) -> bool:
+    """Whether a watched buffer still holds `data`: a NumPy array (`ArrayState`) compared
+    byte for byte in C without a copy where it is contiguous (8 bytes at a time where it can),
+    with its shape and dtype; anything else by its `tobytes()`."""
+    if type(data) is not ArrayState:
+        return holder.tobytes() == data
+    a = holder
+    if a.shape != data.shape or _dtype_key(a.dtype) != data.dtype:
+        return False
+    if not a.flags.c_contiguous:
+        return a.tobytes() == data.data
+    flat = a.reshape(-1).view(np.uint8)
+    ref = np.frombuffer(data.data, np.uint8)
+    if flat.size != ref.size:
+        return False
+    if flat.size % 8 == 0:
+        flat, ref = flat.view(np.uint64), ref.view(np.uint64)
+    return bool(np.array_equal(flat, ref))
+
+
 def _strong_or_self(x: Any) -> Any:
     return _strong(x)
+
+
+def _weak_items(state: tuple) -> tuple:
+    # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
+    # a Python call per item would cost a second per million.
+    if not any(map(_referable, set(map(type, state)))):
+        return state
+    return tuple(map(_weak, state))
+
+
+def _strong_items(state: tuple) -> tuple:
+    types = set(map(type, state))
+    if weakref.ref not in types and _Held not in types:
+        return state
+    return tuple(map(_strong, state))
+
+
+def _referable(t: type) -> bool:
+    # What `_weak` would replace: an object that supports weak references, or a weak reference.
+    return bool(t.__weakrefoffset__) or t is weakref.ref
 
 
 def merge(watches: list["Watch"]) -> Watch:

@@ -1,0 +1,56 @@
+"""`K-scalar-run`: the fast path for a container whose items are all of one exact scalar type.
+
+A vocabulary, a list of indices or a table of settings holds thousands of `str`, `int` or
+`float` objects; keying each through the dispatcher costs a Python call per item (seconds per
+million). When every item has exactly the same type, and that type's own `==` is exact between
+two objects of it, the items as one tuple are their key, compared and hashed by the tuple at C
+speed; floats, whose `==` is not exact (`0.0 == -0.0`, a NaN is unequal to itself), are keyed by
+their IEEE bytes. The answer is the slow path's: two runs have equal keys exactly when the slow
+path, item by item (`(type, value)`, a float by its bits), gives equal keys
+(`tests/test_keys_cost_big.py` checks it against the slow path with hypothesis).
+
+Anything else (a mix of types, a subclass of `str`, a `bool` among `int`s, a short container)
+takes the slow path, item by item.
+"""
+
+from array import array
+from typing import Any
+
+
+# Exact types whose `==` between two objects of that very type holds exactly when they are the
+# same value: `int` (not `bool`: a run of `bool`s is its own type here), `str`, `bytes`, `bool`
+# and `None`. A subclass could define any `==`: never here.
+_EXACT_EQ = frozenset({int, str, bytes, bool, type(None)})
+# Shorter containers take the slow path: it costs little there, and the type scan would not pay.
+MIN_ITEMS = 8
+# Whether the fast path is taken at all (the property tests compare it with the slow path).
+ENABLED = True
+
+
+def scalar_run(items: Any) -> Any:
+    """The key of `items` (a tuple, list, set, or a dict's keys or values) if all of them are of
+    one exact type on the list above, or all exactly `float`; else `None` (take the slow path).
+
+    **Arguments:**
+
+    - `items`: a sized iterable, read twice (it is not changed in between: no user code runs).
+
+    **Returns:**
+
+    `("scalars", type, items as a tuple)`, `("scalars", float, their bytes as C doubles)`, or
+    `None`.
+    """
+    if not ENABLED or len(items) < MIN_ITEMS:
+        return None
+    # `set(map(type, ...))` runs in C: the scan costs a few nanoseconds an item.
+    types = set(map(type, items))
+    if len(types) != 1:
+        return None
+    (t,) = types
+    if t in _EXACT_EQ:
+        return ("scalars", t, tuple(items))
+    if t is float:
+        # `array('d')` stores each float's 8 bytes as they are: `-0.0` and `0.0` differ, and a
+        # NaN keeps its payload, as `struct.pack("<d", x)` (the slow path) does.
+        return ("scalars", float, array("d", items).tobytes())
+    return None
