@@ -230,6 +230,32 @@ def test_a_guest_under_a_gradient_uses_its_own_rule():
     assert float(jax.jit(jax.grad(second))(x)) == 7.0
 
 
+@pytest.mark.parametrize("retrace_first", ["guest", "owner"])
+def test_after_jax_clear_caches_a_guest_traces_its_own_objects(retrace_first):
+    # The guest's call that JAX traces again (its caches were cleared) must not be filed as
+    # the owner's trace: a gradient through the owner then uses the owner's rule.
+    def make(k):
+        @jax.custom_jvp
+        def g(x):
+            return jnp.sin(x)
+
+        g.defjvp(lambda primals, tangents: (jnp.sin(primals[0]), k * tangents[0]))
+        return g
+
+    # A token of an earlier test with the same fingerprint, traced again since, takes no guests.
+    es.clear_caches()
+    owner, guest = make(2.0), make(7.0)
+    wrapper = es.filter_jit(lambda x, g: g(x))
+    x = jnp.asarray(0.5)
+    assert float(wrapper(x, owner)) == float(wrapper(x, guest)) == float(jnp.sin(x))
+    assert wrapper.cache_info().compiles == 1
+    jax.clear_caches()
+    first, second = (guest, owner) if retrace_first == "guest" else (owner, guest)
+    assert float(wrapper(x, first)) == float(wrapper(x, second)) == float(jnp.sin(x))
+    assert float(jax.grad(lambda x: wrapper(x, owner))(x)) == 2.0
+    assert float(jax.grad(lambda x: wrapper(x, guest))(x)) == 7.0
+
+
 def test_verify_mode_accepts_a_reused_program():
     wrappers = [es.filter_jit(_closure({"a": 2.0}), verify=True) for _ in range(2)]
     for w in wrappers:
