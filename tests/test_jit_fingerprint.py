@@ -184,6 +184,35 @@ def test_non_array_outputs_come_from_the_program_they_match():
     assert [t for _, t in outs] == ["a", "b", "a"]
 
 
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (
+            lambda: np.dtype([("a", "f4"), ("b", "f4")]),
+            lambda: np.dtype([("c", "i4"), ("d", "i4")]),
+        ),
+        (lambda: np.dtype("f4", metadata={"unit": "m"}), lambda: np.dtype("f4", metadata={"u": 1})),
+        (lambda: np.dtype(("f4", (2,))), lambda: np.dtype(("i4", (2,)))),
+        (lambda: np.dtype(("f4", (2,))), lambda: np.dtype("V8")),
+        (lambda: frozenset([8, 16]), lambda: frozenset([16, 8])),
+    ],
+    ids=["structured", "metadata", "subarray", "subarray-void", "frozenset-order"],
+)
+def test_a_guest_returns_its_own_non_array_outputs(first, second):
+    # Equal jaxprs, non-array outputs that a loose key would take as the same: the second call
+    # must return its own, exactly (field names, metadata, iteration order).
+    wrapper = es.filter_jit(lambda x, s: (x * 2, s))
+    x = jnp.ones(2)
+    for make in (first, second):
+        static = make()
+        out = wrapper(x, static)[1]
+        assert out == static and type(out) is type(static)
+        if isinstance(static, frozenset):
+            assert list(out) == list(static)
+        else:
+            assert out.metadata == static.metadata and out.names == static.names
+
+
 def test_a_guest_at_a_new_shape_traces_its_own_objects():
     # Two closures that agree at one shape and not at another: the second reuses the first's
     # program where their traces are equal, and traces its own objects everywhere else.
