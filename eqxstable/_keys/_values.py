@@ -163,6 +163,38 @@ def object_state(obj: Any) -> tuple:
     return (len(attrs), *attrs.keys(), *attrs.values(), *slots)
 
 
+class _Unread:
+    __slots__ = ("__weakref__",)
+
+
+def unreadable(obj: Any, ctx: Ctx) -> Any:
+    """`K-opaque`: an object whose state Python can neither read nor watch (a C object: a
+    `ContextVar`, a `random.Random`, a NumPy `Generator`, an `itertools.count`, a lock, a file).
+    Keyed on its own, it is itself (`stable_key` of it equals only itself). Reached from anything
+    that reads it, a key equal to nothing, not even this object's next key: a reader is never
+    shared with another reader (a rebuilt function reading it traces again, as under
+    `equinox.filter_jit`), while the very same reader keeps its key through the memo and its
+    watch (a hit, as there)."""
+    ctx.identity = True
+    if ctx.depth == 0:
+        return Identity(obj)
+    return ("opaque", Identity(_Unread()))
+
+
+_POINTER = np.dtype(np.intp).itemsize
+
+
+@ft.cache
+def hidden_state(t: type) -> bool:
+    """Whether instances of `t` hold state in C that Python cannot read: an instance is larger
+    than `object`'s, its `__dict__` and weak reference list and its slots explain (a C base such
+    as `_random.Random`, a Cython class such as NumPy's `Generator`), or of variable size. A C
+    base that adds nothing (`datetime.tzinfo`, `types.SimpleNamespace`) hides nothing."""
+    if t.__itemsize__:
+        return True
+    return t.__basicsize__ > object.__basicsize__ + _POINTER * (2 + len(slots_of(t)))
+
+
 def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """An object that can change in place: this very object, and what it holds now (watched)."""
     if ctx.by_value and type(obj) in (list, dict, set):
@@ -184,6 +216,8 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
         ctx.states.append((obj, list_state, list_state(obj)))
         contents = tuple([key(x, ctx, False) for x in obj])
+    elif hidden_state(type(obj)):
+        return unreadable(obj, ctx)
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
