@@ -129,7 +129,7 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
 
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
-    return (len(d), *d.keys(), *d.values())
+    return (type(obj), len(d), *d.keys(), *d.values())
 
 
 def list_state(obj: Any) -> tuple:
@@ -156,11 +156,13 @@ def slots_of(cls: type) -> tuple[str, ...]:
 
 
 def object_state(obj: Any) -> tuple:
+    # Its class too: `obj.__class__ = B` changes every method the trace runs.
+    t = type(obj)
     attrs = getattr(obj, "__dict__", None)
-    slots = tuple(getattr(obj, name, MISSING) for name in slots_of(type(obj)))
+    slots = tuple(getattr(obj, name, MISSING) for name in slots_of(t))
     if attrs is None:
-        return slots
-    return (len(attrs), *attrs.keys(), *attrs.values(), *slots)
+        return (t, *slots)
+    return (t, len(attrs), *attrs.keys(), *attrs.values(), *slots)
 
 
 class _Unread:
@@ -392,7 +394,10 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             and not (_dunder(k) and (not callable(v) or generated(v)))
         )
         out.append((Namespace(c), items))
-    return ("class", Namespace(cls), tuple(out))
+    # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
+    # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
+    meta = key(type(cls), ctx, False)
+    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
 
 
 def _enum_made(c: type) -> Any:
@@ -421,8 +426,9 @@ def _dunder(name: str) -> bool:
 
 
 def _class_state(c: type) -> tuple:
+    # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
     d = c.__dict__
-    return (len(d), *d.values())
+    return (c.__bases__, c.__name__, c.__qualname__, type(c), len(d), *d.values())
 
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
