@@ -213,6 +213,22 @@ def test_a_guest_returns_its_own_non_array_outputs(first, second):
             assert out.metadata == static.metadata and out.names == static.names
 
 
+@pytest.mark.parametrize("keys", [(1, 1.0), (1.0, True), (True, 1), (0.0, -0.0)])
+def test_a_guest_returns_its_own_key_paths(keys):
+    # JAX's `==` calls `DictKey(1)` and `DictKey(1.0)` equal; the key level keeps the two calls
+    # apart, and their equal jaxprs must not hand the second the first's key path.
+    def paths(tree):
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+        return [(path, 2 * v) for path, v in leaves]
+
+    wrapper = es.filter_jit(paths)
+    x = jnp.ones(2)
+    for k in keys:
+        (got,) = wrapper({k: x})[0][0]
+        (want,) = paths({k: x})[0][0]
+        assert type(got.key) is type(want.key) and str(got.key) == str(want.key)
+
+
 def test_a_guest_at_a_new_shape_traces_its_own_objects():
     # Two closures that agree at one shape and not at another: the second reuses the first's
     # program where their traces are equal, and traces its own objects everywhere else.

@@ -123,6 +123,11 @@ def key_of(x: Any) -> Hashable:
             hash(x)
         except TypeError:
             return _Same(x)
+        # JAX's `==` compares the Python values such an object carries with `==`
+        # (`DictKey(1) == DictKey(1.0)`): those it declares (`__match_args__`) are keyed exactly.
+        fields = getattr(t, "__match_args__", None)
+        if fields:
+            return (t, x, tuple(key_of(getattr(x, name, None)) for name in fields))
         return (t, x)
     if t is float:
         return (t, struct.pack("<d", x))
