@@ -18,6 +18,7 @@ import os
 import pathlib
 import re
 import sys
+import threading
 import types
 import uuid
 import weakref
@@ -337,10 +338,13 @@ def test_allowlisted_library_values():
     assert key(datetime.timedelta(1)) != key(datetime.timedelta(0, 1))
     assert key(datetime.time(1, fold=1)) != key(datetime.time(1))
     assert key(pathlib.PurePosixPath("a")) != key(pathlib.Path("a"))
+    assert key(pathlib.PurePosixPath("a/b")) != key(pathlib.PurePosixPath("a/c"))
+    assert key(pathlib.PurePosixPath("a")) != key(pathlib.PureWindowsPath("a"))
     assert key(pathlib.Path("a/b")) == key(pathlib.Path("a") / "b")
     assert key(re.compile("a")) != key(re.compile("a", re.I))
     u = uuid.UUID(int=5)
     assert key(u) == key(uuid.UUID(int=5)) and key(u) != key(uuid.UUID(int=6))
+    assert key(u) != key(uuid.UUID(int=7)) and key(u) != key(uuid.UUID(int=5 + 2**100))
     assert key(inspect.signature(lambda a, b=1: 0)) != key(inspect.signature(lambda a, b=2: 0))
     assert key(np.dtype("f4")) == key(np.dtype(np.float32)) != key(np.dtype("f8"))
     for v in (D("1.5"), F(1, 2), t1, pathlib.Path("a"), u, np.dtype("f4")):
@@ -488,6 +492,11 @@ def test_c_objects_with_hidden_state_are_identity():
     g = (lambda c: lambda x: x + next(c))(other)
     assert key(counter) == key(counter) and key(counter) != key(other)
     assert key(f) != key(g) and es.intern(other) is other and key(f).identity
+    # A C class's instances that hold state are never constants, whether or not the class is a
+    # heap type (a lock is one on every Python; `itertools`' classes since Python 3.12).
+    lock = threading.Lock()
+    assert key(lock).identity and key(itertools.repeat(1)).identity
+    assert key((lambda: lambda: lock.locked())()).identity
 
 
 def test_treedefs_by_node_data_type_exactly():

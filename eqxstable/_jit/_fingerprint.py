@@ -112,6 +112,10 @@ def _jax_value_type(t: type, x: Any) -> bool:
     return known
 
 
+# Keys of dtypes by identity, each held with its dtype (so that its `id` is never reused).
+_DTYPE_KEYS: dict[int, tuple[np.dtype, Hashable]] = {}
+
+
 def key_of(x: Any) -> Hashable:
     """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
     computation, never merely similar values."""
@@ -158,9 +162,17 @@ def _dtype_key(dtype: np.dtype) -> Hashable:
     """A plain dtype by its type, scalar type, byte order and size, and name (`<V2` is every
     2-byte extension type); a structured or subarray dtype, or one with metadata, by identity:
     `str` and `name` leave out its fields and metadata, and its `names` can be assigned."""
-    if dtype.fields is not None or dtype.subdtype is not None or dtype.metadata is not None:
-        return _Same(dtype)
-    return ("dtype", type(dtype), _Same(dtype.type), dtype.str, dtype.name)
+    # `dtype.name` is computed in Python on every read; the few dtypes met are keyed once.
+    known = _DTYPE_KEYS.get(id(dtype))
+    if known is None or known[0] is not dtype:
+        if len(_DTYPE_KEYS) > 1024:  # Dtypes made afresh (structured ones): no growth.
+            _DTYPE_KEYS.clear()
+        if dtype.fields is not None or dtype.subdtype is not None or dtype.metadata is not None:
+            key: Hashable = _Same(dtype)
+        else:
+            key = ("dtype", type(dtype), _Same(dtype.type), dtype.str, dtype.name)
+        known = _DTYPE_KEYS[id(dtype)] = (dtype, key)
+    return known[1]
 
 
 def tree_key(treedef: Any) -> Hashable:
