@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, identity, key, too_deep
+from ._context import compound, Ctx, key, too_deep
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._values import dtype_key, object_state, slots_of, unreadable
 from ._watch import MISSING
