@@ -387,7 +387,9 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
         # wrapped with a `set` of its own for `__repr__`) add nothing the fields do not say.
         items = tuple(
-            (k, key(v, ctx, False))
+            # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
+            # own: itself, not a hidden state that makes the class a key equal to nothing.
+            (k, Namespace(v) if k == "_abc_impl" else key(v, ctx, False))
             for k, v in d.items()
             if k not in IGNORED_ATTRS
             and k not in skip
