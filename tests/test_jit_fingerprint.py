@@ -187,6 +187,51 @@ def test_non_array_outputs_come_from_the_program_they_match():
     assert [t for _, t in outs] == ["a", "b", "a"]
 
 
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (
+            lambda: np.dtype([("a", "f4"), ("b", "f4")]),
+            lambda: np.dtype([("c", "i4"), ("d", "i4")]),
+        ),
+        (lambda: np.dtype("f4", metadata={"unit": "m"}), lambda: np.dtype("f4", metadata={"u": 1})),
+        (lambda: np.dtype(("f4", (2,))), lambda: np.dtype(("i4", (2,)))),
+        (lambda: np.dtype(("f4", (2,))), lambda: np.dtype("V8")),
+        (lambda: frozenset([8, 16]), lambda: frozenset([16, 8])),
+    ],
+    ids=["structured", "metadata", "subarray", "subarray-void", "frozenset-order"],
+)
+def test_a_guest_returns_its_own_non_array_outputs(first, second):
+    # Equal jaxprs, non-array outputs that a loose key would take as the same: the second call
+    # must return its own, exactly (field names, metadata, iteration order).
+    wrapper = es.filter_jit(lambda x, s: (x * 2, s))
+    x = jnp.ones(2)
+    for make in (first, second):
+        static = make()
+        out = wrapper(x, static)[1]
+        assert out == static and type(out) is type(static)
+        if isinstance(static, frozenset):
+            assert list(out) == list(static)
+        else:
+            assert out.metadata == static.metadata and out.names == static.names
+
+
+@pytest.mark.parametrize("keys", [(1, 1.0), (1.0, True), (True, 1), (0.0, -0.0)])
+def test_a_guest_returns_its_own_key_paths(keys):
+    # JAX's `==` calls `DictKey(1)` and `DictKey(1.0)` equal; the key level keeps the two calls
+    # apart, and their equal jaxprs must not hand the second the first's key path.
+    def paths(tree):
+        leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+        return [(path, 2 * v) for path, v in leaves]
+
+    wrapper = es.filter_jit(paths)
+    x = jnp.ones(2)
+    for k in keys:
+        (got,) = wrapper({k: x})[0][0]
+        (want,) = paths({k: x})[0][0]
+        assert type(got.key) is type(want.key) and str(got.key) == str(want.key)
+
+
 def test_a_guest_at_a_new_shape_traces_its_own_objects():
     # Two closures that agree at one shape and not at another: the second reuses the first's
     # program where their traces are equal, and traces its own objects everywhere else.
@@ -231,6 +276,32 @@ def test_a_guest_under_a_gradient_uses_its_own_rule():
     assert float(jax.grad(second)(x)) == 7.0
     assert float(jax.grad(first)(x)) == 2.0
     assert float(jax.jit(jax.grad(second))(x)) == 7.0
+
+
+@pytest.mark.parametrize("retrace_first", ["guest", "owner"])
+def test_after_jax_clear_caches_a_guest_traces_its_own_objects(retrace_first):
+    # The guest's call that JAX traces again (its caches were cleared) must not be filed as
+    # the owner's trace: a gradient through the owner then uses the owner's rule.
+    def make(k):
+        @jax.custom_jvp
+        def g(x):
+            return jnp.sin(x)
+
+        g.defjvp(lambda primals, tangents: (jnp.sin(primals[0]), k * tangents[0]))
+        return g
+
+    # A token of an earlier test with the same fingerprint, traced again since, takes no guests.
+    es.clear_caches()
+    owner, guest = make(2.0), make(7.0)
+    wrapper = es.filter_jit(lambda x, g: g(x))
+    x = jnp.asarray(0.5)
+    assert float(wrapper(x, owner)) == float(wrapper(x, guest)) == float(jnp.sin(x))
+    assert wrapper.cache_info().compiles == 1
+    jax.clear_caches()
+    first, second = (guest, owner) if retrace_first == "guest" else (owner, guest)
+    assert float(wrapper(x, first)) == float(wrapper(x, second)) == float(jnp.sin(x))
+    assert float(jax.grad(lambda x: wrapper(x, owner))(x)) == 2.0
+    assert float(jax.grad(lambda x: wrapper(x, guest))(x)) == 7.0
 
 
 def test_verify_mode_accepts_a_reused_program():

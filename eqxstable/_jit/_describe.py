@@ -141,6 +141,12 @@ def _function(a: FunctionKey, b: FunctionKey) -> tuple[Step, Any, Any] | None:
         if found is not None:
             name, x, y = found
             return Step(label, name, owner if label == "default" else ""), x, y
+    names = ("__name__", "__qualname__", "__module__", "__doc__", "__type_params__")
+    for name, x, y in zip(names, a.names, b.names):
+        if x != y:
+            return Step("attr", name), x, y
+    if a.annotations != b.annotations:
+        return Step("attr", "__annotations__"), a.annotations, b.annotations
     return None
 
 

@@ -127,34 +127,52 @@ def key_of(x: Any) -> Hashable:
             hash(x)
         except TypeError:
             return _Same(x)
+        # JAX's `==` compares the Python values such an object carries with `==`
+        # (`DictKey(1) == DictKey(1.0)`): those it declares (`__match_args__`) are keyed exactly.
+        fields = getattr(t, "__match_args__", None)
+        if fields:
+            return (t, x, tuple(key_of(getattr(x, name, None)) for name in fields))
         return (t, x)
     if t is float:
         return (t, struct.pack("<d", x))
     if t is complex:
         return (t, struct.pack("<dd", x.real, x.imag))
-    if t is tuple or t is list:
+    # Only immutable values whose whole state the key holds are keyed by value; anything else
+    # (a list, dict or set, a NumPy array, a structured dtype, whose contents can change or
+    # which a key of a few fields cannot describe) by identity: a guest returns the target's
+    # non-array outputs, so a key that merely matches would hand it another object.
+    if t is tuple or t is frozenset:
+        # In iteration order, which is behaviour (a frozenset iterates as it was built).
         return (t, tuple(map(key_of, x)))
-    if t is frozenset or t is set:
-        return (t, frozenset(map(key_of, x)))
-    if t is dict:
-        return (t, tuple((key_of(k), key_of(v)) for k, v in x.items()))
-    if isinstance(x, np.dtype):
-        # `dtype.name` is computed in Python on every read; the few dtypes met are keyed once.
-        known = _DTYPE_KEYS.get(id(x))
-        if known is None or known[0] is not x:
-            if len(_DTYPE_KEYS) > 1024:  # Dtypes made afresh (structured ones): no growth.
-                _DTYPE_KEYS.clear()
-            known = _DTYPE_KEYS[id(x)] = (x, ("dtype", x.str, x.name))
-        return known[1]
+    if t is np.dtype or isinstance(x, np.dtype):
+        return _dtype_key(x)
     if isinstance(x, _TreeDef):
         return tree_key(x)
     if isinstance(x, (type, enum.Enum)):
         return _Same(x)
-    if isinstance(x, tuple) and hasattr(t, "_fields"):  # A NamedTuple (JAX's dimension numbers).
+    if isinstance(x, tuple) and hasattr(t, "_fields") and not getattr(x, "__dict__", None):
+        # A NamedTuple (JAX's dimension numbers) with no attributes of its own.
         return (_Same(t), tuple(map(key_of, x)))
-    if isinstance(x, (np.ndarray, np.generic)) and not x.dtype.hasobject:
-        return ("array", _Same(t), x.dtype.str, x.dtype.name, x.shape, x.tobytes())
+    if isinstance(x, np.generic) and not x.dtype.hasobject:
+        return ("scalar", _Same(t), _dtype_key(x.dtype), x.tobytes())
     return _Same(x)
+
+
+def _dtype_key(dtype: np.dtype) -> Hashable:
+    """A plain dtype by its type, scalar type, byte order and size, and name (`<V2` is every
+    2-byte extension type); a structured or subarray dtype, or one with metadata, by identity:
+    `str` and `name` leave out its fields and metadata, and its `names` can be assigned."""
+    # `dtype.name` is computed in Python on every read; the few dtypes met are keyed once.
+    known = _DTYPE_KEYS.get(id(dtype))
+    if known is None or known[0] is not dtype:
+        if len(_DTYPE_KEYS) > 1024:  # Dtypes made afresh (structured ones): no growth.
+            _DTYPE_KEYS.clear()
+        if dtype.fields is not None or dtype.subdtype is not None or dtype.metadata is not None:
+            key: Hashable = _Same(dtype)
+        else:
+            key = ("dtype", type(dtype), _Same(dtype.type), dtype.str, dtype.name)
+        known = _DTYPE_KEYS[id(dtype)] = (dtype, key)
+    return known[1]
 
 
 def tree_key(treedef: Any) -> Hashable:

@@ -10,7 +10,8 @@ compile.
 Sound by construction: a token with guests stands for one trace only, the one every guest
 matched. JAX compiles under a token only what the token's traces produced, and a trace under a
 token with guests that is not the matched one (a new shape, dtype, weak type or configuration;
-or a call from another wrapper's program, whose body this is not) raises `Detach` before the
+a call from another wrapper's program, whose body this is not; or a guest's own call, which JAX
+traces again once its caches were cleared) raises `Detach` before the
 user's function runs: the calling entry then takes a token of its own and traces there. Only
 calls outside every transformation look for a program to reuse (`_fingerprint.reusable`); a
 transformation of a guest's call (a gradient) transforms the one jaxpr every guest matched,
@@ -68,8 +69,19 @@ class Token:
         return self._program().jitted  # pyright: ignore[reportOptionalMemberAccess]
 
     def check(self, program: Any, call: Call | None, sig: Any) -> None:
-        """Inside the body, before the user's function is traced under this token."""
-        if self.guests and (call is None or call.program is not program or sig != self.sig):
+        """Inside the body, before the user's function is traced under this token.
+
+        A token with guests accepts only the trace its guests matched: its owner entry's own
+        objects, with the same input types and configuration. A guest's call that JAX traces
+        again (its caches were cleared) would trace the guest's objects, which the fingerprint
+        matched only up to what lowering reads (a `custom_jvp`'s rule is left out), and file
+        them as the owner's trace: it detaches instead."""
+        if self.guests and (
+            call is None
+            or call.program is not program
+            or call.entry is not self.owner()
+            or sig != self.sig
+        ):
             raise Detach
 
     def traced(self, sig: Any) -> None:

@@ -47,7 +47,41 @@ def fn_state(f: types.FunctionType) -> tuple:
     d = f.__dict__
     if d:
         state.extend(dict_state(d))
+    state.extend(_names(f))
+    annotations = f.__annotations__
+    state.append(annotations)
+    if annotations:
+        state.extend(dict_state(annotations))
     return tuple(state)
+
+
+def _names(f: types.FunctionType) -> tuple:
+    # What code can read of a function besides its code, cells, defaults and `__dict__` (a
+    # dispatcher keyed by `__name__`, `inspect.signature` reading annotations), all assignable.
+    return (f.__name__, f.__qualname__, f.__module__, f.__doc__, *_type_params(f))
+
+
+def _type_params(f: types.FunctionType) -> tuple:
+    # Python 3.12+: `def f[T](x)`; assignable like the names.
+    params = getattr(f, "__type_params__", None)
+    return () if params is None else (params,)
+
+
+def _annotations(f: types.FunctionType, ctx: Ctx) -> tuple:
+    """`f.__annotations__`, the function's own dict, by contents (watched with `fn_state`). An
+    annotation compared by its own `==` (`int | None`, `list[int]`) is keyed as that very object
+    too: two functions holding the same one may be substituted, as for any object they both
+    read, and a rebuilt one holding an equal new one is a new key (a retrace)."""
+    parts = []
+    for name, value in f.__annotations__.items():
+        own_eq = ctx.own_eq
+        ctx.own_eq = False
+        part = key(value, ctx, False)
+        if ctx.own_eq:
+            part = (Namespace(value), part)
+        ctx.own_eq = own_eq
+        parts.append((name, part))
+    return tuple(parts)
 
 
 def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
@@ -141,10 +175,21 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             ctx.own_eq |= not memo.key.substitutable
             return memo.key.parts
     code = f.__code__
+    try:
+        f.__annotations__
+    except Exception:
+        # Evaluated lazily on Python 3.14, which may raise: nothing to key or watch by value.
+        return identity(f, ctx)
     library = library_function(f)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
-        plain = f.__kwdefaults__ is None and not f.__closure__ and not f.__dict__
+        plain = (
+            f.__kwdefaults__ is None
+            and not f.__closure__
+            and not f.__dict__
+            and not f.__annotations__
+            and not _type_params(f)
+        )
         state_fn = plain_fn_state if plain else fn_state
         ctx.states.append((f, state_fn, state_fn(f)))
     cells = _cells(f, ctx, library)
@@ -175,6 +220,16 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         cells,
         extra_attrs(f, ctx),
         globals_read,
+        (
+            f.__name__,
+            f.__qualname__,
+            key(f.__module__, ctx, False),
+            key(f.__doc__, ctx, False),
+            key(_type_params(f), ctx, False),
+            Namespace(f.__builtins__),
+        ),
+        # A library function's annotations are part of its code, constant like it.
+        () if library else _annotations(f, ctx),
     )
 
 

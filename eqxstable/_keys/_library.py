@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, identity, key, too_deep
+from ._context import compound, Ctx, key, too_deep
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._values import dtype_key, object_state, slots_of
+from ._values import dtype_key, object_state, slots_of, unreadable
 from ._watch import MISSING, size
 
 
@@ -301,8 +301,8 @@ def container(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-opaque`: an object with state Python cannot read (a C object that is not a constant:
-    a lock, an `itertools.count`): this very object, never shared with another."""
-    return identity(obj, ctx)
+    a lock, an `itertools.count`): a key equal to nothing (`_values.unreadable`)."""
+    return unreadable(obj, ctx)
 
 
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))

@@ -130,6 +130,10 @@ class FunctionKey(NamedTuple):
     cells: tuple  # one per free variable: the contents' key, with `Identity(cell)` if rebindable
     attrs: tuple  # its `__dict__`
     globals: tuple  # `(name, key of the value it reads)` for every global it loads
+    # `__name__`, `__qualname__`, `__module__`, `__doc__`, `__type_params__`, `__builtins__`:
+    # what code can read of it besides the above (a dispatcher keyed by `__name__`).
+    names: tuple
+    annotations: tuple  # `__annotations__`, by contents
 
 
 class MutableKey(NamedTuple):

@@ -153,7 +153,7 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tu
 
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
-    return (size(len(d)), *d.keys(), *d.values())
+    return (type(obj), size(len(d)), *d.keys(), *d.values())
 
 
 def list_state(obj: Any) -> tuple:
@@ -180,11 +180,45 @@ def slots_of(cls: type) -> tuple[str, ...]:
 
 
 def object_state(obj: Any) -> tuple:
+    # Its class too: `obj.__class__ = B` changes every method the trace runs.
+    t = type(obj)
     attrs = getattr(obj, "__dict__", None)
-    slots = tuple(getattr(obj, name, MISSING) for name in slots_of(type(obj)))
+    slots = tuple(getattr(obj, name, MISSING) for name in slots_of(t))
     if attrs is None:
-        return slots
-    return (size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
+        return (t, *slots)
+    return (t, size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
+
+
+class _Unread:
+    __slots__ = ("__weakref__",)
+
+
+def unreadable(obj: Any, ctx: Ctx) -> Any:
+    """`K-opaque`: an object whose state Python can neither read nor watch (a C object: a
+    `ContextVar`, a `random.Random`, a NumPy `Generator`, an `itertools.count`, a lock, a file).
+    Keyed on its own, it is itself (`stable_key` of it equals only itself). Reached from anything
+    that reads it, a key equal to nothing, not even this object's next key: a reader is never
+    shared with another reader (a rebuilt function reading it traces again, as under
+    `equinox.filter_jit`), while the very same reader keeps its key through the memo and its
+    watch (a hit, as there)."""
+    ctx.identity = True
+    if ctx.depth == 0:
+        return Identity(obj)
+    return ("opaque", Identity(_Unread()))
+
+
+_POINTER = np.dtype(np.intp).itemsize
+
+
+@ft.cache
+def hidden_state(t: type) -> bool:
+    """Whether instances of `t` hold state in C that Python cannot read: an instance is larger
+    than `object`'s, its `__dict__` and weak reference list and its slots explain (a C base such
+    as `_random.Random`, a Cython class such as NumPy's `Generator`), or of variable size. A C
+    base that adds nothing (`datetime.tzinfo`, `types.SimpleNamespace`) hides nothing."""
+    if t.__itemsize__:
+        return True
+    return t.__basicsize__ > object.__basicsize__ + _POINTER * (2 + len(slots_of(t)))
 
 
 def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -205,6 +239,8 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     elif isinstance(obj, dict):
         ctx.states.append((obj, dict_state, dict_state(obj)))
         contents = _dict_items(obj, ctx)
+    elif hidden_state(type(obj)):
+        return unreadable(obj, ctx)
     else:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
@@ -388,14 +424,19 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
         # wrapped with a `set` of its own for `__repr__`) add nothing the fields do not say.
         items = tuple(
-            (k, key(v, ctx, False))
+            # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
+            # own: itself, not a hidden state that makes the class a key equal to nothing.
+            (k, Namespace(v) if k == "_abc_impl" else key(v, ctx, False))
             for k, v in d.items()
             if k not in IGNORED_ATTRS
             and k not in skip
             and not (_dunder(k) and (not callable(v) or generated(v)))
         )
         out.append((Namespace(c), items))
-    return ("class", Namespace(cls), tuple(out))
+    # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
+    # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
+    meta = key(type(cls), ctx, False)
+    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
 
 
 def _enum_made(c: type) -> Any:
@@ -424,8 +465,9 @@ def _dunder(name: str) -> bool:
 
 
 def _class_state(c: type) -> tuple:
+    # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
     d = c.__dict__
-    return (size(len(d)), *d.values())
+    return (c.__bases__, c.__name__, c.__qualname__, type(c), size(len(d)), *d.values())
 
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:

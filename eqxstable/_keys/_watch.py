@@ -39,13 +39,14 @@ def size(n: int) -> int:
 
 
 def plain_fn_state(f: Any) -> tuple:
-    """The state of a function that had no closure, keyword defaults or attributes when it was
-    keyed (what `fn_state` gives then): its code and defaults. Keyword defaults or attributes
-    added since give a longer tuple, which matches no such state. `Watch.valid` checks these
-    inline, as they are the functions every jitted call looks at."""
-    if f.__kwdefaults__ is not None or f.__dict__:
-        return (f.__code__, f.__defaults__, f.__kwdefaults__, f.__dict__)
-    return (f.__code__, f.__defaults__, None)
+    """The state of a function that had no closure, keyword defaults, attributes or annotations
+    when it was keyed (what `fn_state` gives then): its code, defaults and names (`__name__`,
+    `__qualname__`, `__module__`, `__doc__`, which code can read). Keyword defaults, attributes
+    or annotations added since give another tuple, which matches no such state. `Watch.valid`
+    checks these inline, as they are the functions every jitted call looks at."""
+    if f.__kwdefaults__ is not None or f.__dict__ or f.__annotations__:
+        return (f.__code__, f.__defaults__, f.__kwdefaults__, f.__dict__, f.__annotations__)
+    return (f.__code__, f.__defaults__, f.__name__, f.__qualname__, f.__module__, f.__doc__)
 
 
 class _Held:
@@ -115,6 +116,11 @@ class Watch:
                     or obj.__defaults__ is not state[1]
                     or obj.__kwdefaults__ is not None
                     or obj.__dict__
+                    or obj.__annotations__
+                    or obj.__name__ is not state[2]
+                    or obj.__qualname__ is not state[3]
+                    or obj.__module__ is not state[4]
+                    or obj.__doc__ is not state[5]
                 ):
                     return False
                 continue
