@@ -15,8 +15,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._jit import diff, Miss, Signature
-from .._jit._signature import render_path, short_repr
+from .._jit import diff, Miss, render_path, short_repr, Signature
 
 
 _HISTORY = 64

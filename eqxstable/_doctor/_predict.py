@@ -21,13 +21,23 @@ from typing import Any, NamedTuple
 
 import jax.tree_util as jtu
 
-from .._jit import diff, Miss, Signature, signature
-from .._jit._bind import Binder
-from .._jit._cache import Cache, Entry
-from .._jit._describe import describe_change, rebound_advice
-from .._jit._fun import FunParts, split_fun, static_key
-from .._jit._program import fun_names
-from .._jit._signature import _array_leaf, ArrayLeaf
+from .._jit import (
+    array_leaf as _array_leaf,
+    ArrayLeaf,
+    Binder,
+    Cache,
+    describe_change,
+    diff,
+    Entry,
+    fun_names,
+    FunParts,
+    Miss,
+    rebound_advice,
+    Signature,
+    signature,
+    split_fun,
+    static_key,
+)
 from .._keys import compute, Key, Watch
 
 

@@ -1,7 +1,36 @@
-"""The stable `filter_jit` layer: see `README.md` beside this file."""
+"""The stable `filter_jit` layer: see `README.md` beside this file.
 
-from ._accounting import CacheInfo as CacheInfo, Miss as Miss
+This file is the layer's only door. The package's public names come from here, and so does every
+name the tools (the doctor, `eqxstable/_doctor/`, and the pytest plugin) use, as Equinox's tools
+use `equinox.internal`: a tool never imports a module of this folder, so what the tools depend on
+is this list, and a module can be split or renamed without reading them. `tests/test_house.py`
+keeps it so.
+"""
+
+from ._accounting import (
+    CacheInfo as CacheInfo,
+    COMPILE_EVENT as COMPILE_EVENT,
+    current as current,
+    live_wrappers as live_wrappers,
+    LOWER_EVENT as LOWER_EVENT,
+    Miss as Miss,
+    miss_listeners as miss_listeners,
+    TRACE_EVENT as TRACE_EVENT,
+)
+from ._bind import Binder as Binder
+from ._cache import Cache as Cache, Entry as Entry
+from ._describe import describe_change as describe_change, rebound_advice as rebound_advice
 from ._filter_jit import filter_jit as filter_jit
-from ._guards import no_recompiles as no_recompiles
+from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
+from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
+from ._program import fun_names as fun_names
 from ._report import report as report
-from ._signature import diff as diff, Signature as Signature, signature as signature
+from ._signature import (
+    array_leaf as array_leaf,
+    ArrayLeaf as ArrayLeaf,
+    diff as diff,
+    render_path as render_path,
+    short_repr as short_repr,
+    Signature as Signature,
+    signature as signature,
+)

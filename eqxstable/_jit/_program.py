@@ -26,7 +26,7 @@ from ._fun import FunParts, static_key
 from ._guards import check
 from ._lru import LRU, sizes
 from ._reuse import Token, trace_sig
-from ._signature import _array_leaf, diff, Signature, signature, too_many_reason
+from ._signature import array_leaf, diff, Signature, signature, too_many_reason
 
 
 _HISTORY_SEARCHED = 64
@@ -226,7 +226,7 @@ class Program:
         if sig is not None and call.wrapper._dynamic:
             # The function's own arrays are arguments of the program too (`fun.weight`).
             fun_leaves = tuple(
-                (f"fun{jtu.keystr(path)}", _array_leaf(x))
+                (f"fun{jtu.keystr(path)}", array_leaf(x))
                 for (path, x) in call.wrapper._array_paths()
             )
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)

@@ -119,7 +119,7 @@ def _aval(x: Any) -> Any:
     return jax.core.get_aval(x)  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def _array_leaf(x: Any) -> ArrayLeaf:
+def array_leaf(x: Any) -> ArrayLeaf:
     try:
         aval = _aval(x)
     except TypeError:
@@ -161,7 +161,7 @@ def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:
     children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         path = render_path(keypath)
-        leaves.append((path, _array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
+        leaves.append((path, array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
         return
     nodes.append((render_path(keypath), _node(x, treedef)))
     for child_path, child in children:
