@@ -26,10 +26,10 @@ from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_
 from ._program import fun_names as fun_names
 from ._report import report as report
 from ._signature import (
+    argument_path as argument_path,
     array_leaf as array_leaf,
     ArrayLeaf as ArrayLeaf,
     diff as diff,
-    render_path as render_path,
     short_repr as short_repr,
     Signature as Signature,
     signature as signature,

@@ -126,7 +126,7 @@ class Call:
         "args",
         "kwargs",
         "entry",
-        "traced",
+        "miss_decided",
         "lowering",
         "committed",
         "notify",
@@ -141,7 +141,7 @@ class Call:
         self.entry = entry
         # Set when this call's miss was decided (by the traced body, or by the listener for a
         # compilation without a trace), so that it is decided once.
-        self.traced = False
+        self.miss_decided = False
         self.lowering = lowering
         # Set when this call's miss was recorded: a call that raises before that is not counted.
         self.committed = False
@@ -186,12 +186,12 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
         call.stats.compile_seconds += duration_secs
     elif event == TRACE_EVENT:
         call.stats.trace_seconds += duration_secs
-    if event in (LOWER_EVENT, COMPILE_EVENT) and not call.traced:
+    if event in (LOWER_EVENT, COMPILE_EVENT) and not call.miss_decided:
         # JAX lowers and compiles without tracing again when only the input shardings changed,
         # or when this program was traced by `.lower()` before; for a new device it may even
         # reuse the lowering and only compile. That is still a miss. Deciding it at the first
         # of these events lets the guards raise before XLA compiles, where JAX allows it.
-        call.traced = True
+        call.miss_decided = True
         call.program.untraced_miss(call)
 
 

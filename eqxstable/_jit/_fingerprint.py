@@ -188,7 +188,13 @@ def context() -> Hashable:
 
 
 def fingerprint(
-    closed: Any, out_tree: Any, donate: str, jitkwargs: tuple, donated: list, kept: list, dyn: Any
+    closed: Any,
+    out_tree: Any,
+    donated_args: str,
+    jitkwargs: tuple,
+    donated: list,
+    kept: list,
+    dyn: Any,
 ) -> Hashable | None:
     """The fingerprint of a traced call, or `None` where something in it cannot be keyed (the
     caller then compiles, which is always safe).
@@ -197,7 +203,8 @@ def fingerprint(
 
     - `closed`: the `ClosedJaxpr` the trace produced.
     - `out_tree`: the treedef of its output.
-    - `donate`, `jitkwargs`: the program's options.
+    - `donated_args`, `jitkwargs`: the program's options (whose leaves it donates, and the
+      options of `jax.jit`).
     - `donated`, `kept`, `dyn`: the arrays the call passes (concrete, see `reusable`).
 
     **Returns:** a hashable fingerprint, or `None`.
@@ -212,7 +219,7 @@ def fingerprint(
         return (
             jaxpr,
             inputs,
-            (donate, len(donated), len(kept), len(dyn)),
+            (donated_args, len(donated), len(kept), len(dyn)),
             key_of(jitkwargs),
             context(),
             jax.default_backend(),

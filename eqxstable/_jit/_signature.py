@@ -83,7 +83,7 @@ class Signature:
     nodes: tuple[tuple[str, Node], ...]
 
 
-def render_path(keypath: Sequence[Any]) -> str:
+def argument_path(keypath: Sequence[Any]) -> str:
     """Renders a key path into `(args, kwargs)` as `args[0].mlp.activation` / `kwargs['x']`."""
     if not keypath:
         return "(args, kwargs)"
@@ -160,10 +160,10 @@ def _node(x: Any, treedef: Any) -> Node:
 def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:
     children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        path = render_path(keypath)
+        path = argument_path(keypath)
         leaves.append((path, array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
         return
-    nodes.append((render_path(keypath), _node(x, treedef)))
+    nodes.append((argument_path(keypath), _node(x, treedef)))
     for child_path, child in children:
         _walk(child, keypath + tuple(child_path), leaves, nodes)
 
