@@ -1,10 +1,12 @@
-"""The package's shape, kept by tests: the tools reach the jit layer through one door.
+"""The package's shape, kept by tests: the tools reach the jit layer through one door, and each
+folder's README lists the folder's files (see `docs/architecture.md`).
 
 These tests read the source (with `ast`), they run none of it.
 """
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -73,3 +75,47 @@ def test_tools_use_only_the_jit_door(path):
 def test_the_door_check_sees_a_back_door(source, back_door):
     # The check itself, on every way of writing an import, as if in a file of the doctor.
     assert bool(jit_back_doors(source, "eqxstable._doctor._fake")) == back_door
+
+
+# Every folder of the package (a sub-package) and its README.
+FOLDERS = sorted(p.parent for p in PACKAGE.glob("*/__init__.py"))
+
+
+def readme_files(readme: str) -> list[str]:
+    """The files named in the first column of the README's file table (the table whose header
+    starts with `| File |`)."""
+    names = []
+    in_table = False
+    for line in readme.splitlines():
+        if line.startswith("| File |"):
+            in_table = True
+        elif in_table and not line.startswith("|"):
+            break
+        elif in_table:
+            found = re.match(r"\| `([^`]+)` \|", line)
+            if found:
+                names.append(found[1])
+    return names
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_readme_lists_the_folder_files(folder):
+    readme = folder / "README.md"
+    assert readme.exists(), f"{folder.name}/ needs a README.md with a `| File | Concept |` table"
+    listed = readme_files(readme.read_text())
+    assert len(listed) == len(set(listed)), f"{folder.name}/README.md lists a file twice"
+    files = {p.name for p in folder.iterdir() if p.suffix == ".py"}
+    # `__init__.py` (the folder's face) may have a row; every other file must.
+    assert sorted(set(listed) - files) == [], f"{folder.name}/README.md lists missing files"
+    assert sorted(files - set(listed) - {"__init__.py"}) == [], (
+        f"add these files to the table in {folder.name}/README.md"
+    )
+
+
+def test_the_readme_check_reads_a_table():
+    # Guards the test above against passing vacuously.
+    assert FOLDERS and {"_jit", "_keys", "_doctor"} <= {p.name for p in FOLDERS}
+    readme = (
+        "# x\n\n| File | Concept |\n| --- | --- |\n| `a.py` | A |\n| `b.py` | B |\n\n| `c.py` |"
+    )
+    assert readme_files(readme) == ["a.py", "b.py"]
