@@ -13,7 +13,7 @@ was assigned, in every way the code can observe: `==` with the original kind, it
 | `set` | [`ReadOnlySet`][] (iterates as the original did) | [`CanonicalSet`][] |
 | `frozenset` | itself, or an [`OrderedFrozenSet`][] | [`CanonicalFrozenSet`][] |
 | `np.ndarray` | a read-only `np.ndarray` | a read-only [`CanonicalArray`][] |
-| NumPy scalar | itself | an instance of a subclass of its type |
+| NumPy scalar | itself (an `np.void`, a view: a read-only copy) | of a subclass of its type |
 | tuple, NamedTuple | the same type | the same type |
 
 A `StableModule` hashes and compares its static fields through their canonical `Static`

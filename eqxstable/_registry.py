@@ -3,6 +3,7 @@
 import difflib
 import operator
 import threading
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,6 +26,8 @@ _MAX_STRONG = 4096
 _weak: dict[Key, weakref.ref] = {}
 _strong: "OrderedDict[Key, Any]" = OrderedDict()
 _names: dict[str, Any] = {}
+# The identities of a canonical function's own slots when it became canonical (`_slots_of`).
+_slots: dict[Key, tuple] = {}
 # Re-entrant: interning a container interns its elements.
 _lock = threading.RLock()
 
@@ -50,15 +53,38 @@ MSG_NOT_CALLABLE = (
 )
 
 
+# The slots of a function that its program is made of and that can be rebound (its cells
+# cannot be; their contents are in its key).
+_FUNCTION_SLOTS = ("__code__", "__defaults__", "__kwdefaults__", "__dict__")
+
+
+def _slots_of(obj: Any) -> tuple | None:
+    """The identities of a function's own slots, else `None`.
+
+    A function's code, defaults, keyword defaults and attributes are taken as part of its
+    program: rebinding one after interning is a program change that `intern` does not follow
+    (neither does Equinox's cache of a static function). The registry only makes sure never to
+    hand out a canonical function whose slots were rebound since it became canonical.
+
+    Identities, not the objects: holding a function's `__dict__` or defaults would keep alive a
+    function that they reference. A slot rebound to an object that took a freed one's `id` is
+    still caught by the key check of `_find` unless it holds an equivalent value."""
+    if type(obj) is not types.FunctionType:
+        return None
+    return tuple(id(getattr(obj, name)) for name in _FUNCTION_SLOTS)
+
+
 def _drop(key: Key, ref: weakref.ref) -> None:
     with _lock:
         if _weak.get(key) is ref:
             del _weak[key]
+            _slots.pop(key, None)
 
 
 def _find(key: Key) -> Any:
     """The live canonical instance for `key`, or `None`. A canonical whose closure cells were
-    rebound since it was interned no longer matches its key, so it is dropped, never returned."""
+    rebound since it was interned no longer matches its key, and one whose own slots were
+    rebound (even to equal values) is retired: either is dropped, never returned."""
     ref = _weak.get(key)
     if ref is not None:
         canonical = ref()
@@ -67,11 +93,19 @@ def _find(key: Key) -> Any:
         _strong.move_to_end(key)
     else:
         return None
-    if canonical is None or stable_key(canonical) != key:
+    if canonical is None or not _unchanged(key, canonical) or stable_key(canonical) != key:
         _weak.pop(key, None)
         _strong.pop(key, None)
+        _slots.pop(key, None)
         return None
     return canonical
+
+
+def _unchanged(key: Key, canonical: Any) -> bool:
+    snapshot = _slots.get(key)
+    if snapshot is None:
+        return True
+    return _slots_of(canonical) == snapshot
 
 
 def _canonical_copy(obj: Any, depth: int = 0) -> Any:
@@ -136,6 +170,9 @@ def intern(obj: _T) -> _T:
         canonical = _canonical_copy(obj)
         try:
             _weak[key] = weakref.ref(canonical, lambda r, key=key: _drop(key, r))
+            slots = _slots_of(canonical)
+            if slots is not None:
+                _slots[key] = slots
         except TypeError:
             _strong[key] = canonical
             if len(_strong) > _MAX_STRONG:
@@ -231,6 +268,7 @@ def _clear() -> None:
     with _lock:
         _weak.clear()
         _strong.clear()
+        _slots.clear()
     _clear_memo()
 
 

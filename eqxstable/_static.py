@@ -12,12 +12,16 @@ scalar, the number (the `StableModule` field descriptor hands it out).
 Two `Static`s are the same object exactly when their values have the same structure (container
 types, lengths, dict keys, set order) and the same leaves after interning ([`eqxstable.intern`][]
 makes equivalent leaves one object), with NumPy arrays and scalars compared by dtype (its full
-description), shape and bytes.
+description), shape and bytes. A leaf kept by reference that can change in place (an
+`OrderedDict`, a `deque`, a user object: its key names it by identity) is looked up by what it
+holds too: built over it again once it has changed, a module gets a new `Static`, so plain
+`eqx.filter_jit` traces it again rather than reuse the program of its old contents.
 """
 
 import operator
 import struct
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +43,8 @@ from ._canonical import (
     ReadOnlySet,
     VIEW_BASES,
 )
+from ._errors import StabilityWarning
+from ._keys import stable_key, too_many_objects, warns_hash_without_eq
 
 
 class _Anchor:
@@ -93,9 +99,9 @@ class Static(tuple):
         return f"Static({self[0]!r})"
 
 
-# `parts` -> the anchor of the canonical `Static` with those parts.
+# `_table_key(parts, changeable)` -> the anchor of the canonical `Static` with those parts.
 _table: "weakref.WeakValueDictionary[tuple, _Anchor]" = weakref.WeakValueDictionary()
-# `parts` -> the canonical form that `freeze` stores in a plain module's static field.
+# `_table_key(...)` -> the canonical form that `freeze` stores in a plain module's static field.
 _forms: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
 _arrays: dict[tuple, list[weakref.ref]] = {}
 # Reentrant: a weak reference callback (`_drop_array`) may run, through garbage collection, on
@@ -116,6 +122,20 @@ _MAX_DEPTH = 64
 _KINDS: dict[type, type] = {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset}
 _KINDS.update(VIEW_BASES)
 _KINDS[np.ndarray] = _KINDS[CanonicalArray] = np.ndarray
+# Tags the table key of a value holding changeable leaves (see `_Freezer.changeable`).
+_CHANGEABLE = object()
+
+
+def _table_key(parts: tuple, changeable: tuple) -> tuple:
+    """The key of the canonical tables: `parts`, and the current keys of the changeable leaves
+    kept by reference, if any (a plain `parts` tuple never starts with `_CHANGEABLE`)."""
+    return (_CHANGEABLE, parts, changeable) if changeable else parts
+
+
+def _reusable(key: Any) -> bool:
+    """Whether a registered canonical form with table key `key` may be taken as it is: not one
+    holding changeable leaves, whose keys must be computed afresh (they may have changed)."""
+    return key is not None and key[:1] != (_CHANGEABLE,)
 
 
 def _array_parts(a: np.ndarray) -> tuple:
@@ -177,11 +197,16 @@ class _Freezer:
     as one list twice (what `is` and a YAML dump's anchors show), `[x, copy(x)]` as two.
     """
 
-    __slots__ = ("leaf", "parts", "has_array", "depth", "canonical", "seen")
+    __slots__ = ("leaf", "parts", "changeable", "has_array", "depth", "canonical", "seen")
 
     def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
         self.parts: list = []
+        # The keys of the leaves kept by reference that can change in place (an `OrderedDict`,
+        # a `deque`, a user object): a leaf's identity does not say what it holds, so the same
+        # object changed must find another canonical form (a new `Static`, and so a new program
+        # under plain `eqx.filter_jit`), never the one made for its old contents.
+        self.changeable: list = []
         self.has_array = False
         self.depth = 0
         self.canonical = canonical
@@ -239,7 +264,7 @@ class _Freezer:
         canonical = self.canonical
         if canonical:
             key = key_of(obj)
-            if key is not None and (_forms.get(key) is obj or kind is np.ndarray):
+            if _reusable(key) and (_forms.get(key) is obj or kind is np.ndarray):
                 # Already the canonical form (alive, so still the one in its table); its key is
                 # what a walk of it appends.
                 parts.extend(key)
@@ -249,7 +274,7 @@ class _Freezer:
             array = _canonical_array(obj, canonical)
             parts.extend(_array_key(array))
             return array
-        start = len(parts)
+        start = (len(parts), len(self.changeable))
         # Inside a canonical form, which is compared as a whole: the read-only forms.
         self.canonical = False
         try:
@@ -290,6 +315,14 @@ class _Freezer:
         # Immutable: read back as it is (in a plain module, as an instance of a subclass of its
         # type that compares type-exactly), keyed by its exact type and bytes.
         self.has_array = True
+        if isinstance(obj, np.void) and obj.flags.writeable:
+            # Not immutable: a structured scalar is a view into the array it came from, which
+            # the user can change (`v["a"] = 0.0`), under a key made of its old bytes. As a NumPy
+            # array, it is read back as a read-only copy.
+            # (`np.array(v, copy=True)` of such a scalar still shares its array's memory.)
+            copy = np.array(obj).copy()
+            copy.flags.writeable = False
+            obj = copy[()]
         t = getattr(type(obj), "_base", type(obj))
         if obj.dtype.hasobject:
             self.parts.append((t, id(obj)))
@@ -301,15 +334,15 @@ class _Freezer:
             return obj if type(obj) is t else np.asarray(obj)[()]
         cls = canonical_scalar_class(t)
         made = cls(np.asarray(obj)[()])
-        start = len(self.parts)
+        start = (len(self.parts), len(self.changeable))
         self.parts.append(part)
         if type(made) is not cls:
             # NumPy hands out its own two `bool` scalars, whatever the class asked for.
             return obj
         return self._register(made, start)
 
-    def _register(self, value: Any, start: int) -> Any:
-        key = tuple(self.parts[start:])
+    def _register(self, value: Any, start: tuple[int, int]) -> Any:
+        key = _table_key(tuple(self.parts[start[0] :]), tuple(self.changeable[start[1] :]))
         with _lock:
             found = _forms.get(key)
             if found is None:
@@ -323,8 +356,25 @@ class _Freezer:
             self.has_array = True  # Kept, after a warning, by the module layer.
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # canonical form holds the leaf, so the `id` is not reused while the key is in a table.
+        # A leaf that can change in place is also looked up by its key now (`changeable`).
         self.parts.append((type(x), id(x)))
+        key = _leaf_key(x)
+        if key.identity and not too_many_objects(key):
+            # (An object reaching too many objects to key gets a key equal to nothing: it is
+            # left to its identity, as Equinox leaves a static object, rather than given a new
+            # canonical form, and so a new program, at every build.)
+            self.changeable.append(key)
         return x
+
+
+def _leaf_key(x: Any) -> Any:
+    if warns_hash_without_eq(type(x)):
+        # The module layer has warned already, naming the field; `stable_key` would warn again
+        # with the class alone.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StabilityWarning)
+            return stable_key(x)
+    return stable_key(x)
 
 
 def _new(cls: Any, items: list) -> Any:
@@ -362,11 +412,12 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
     freezer = _Freezer(leaf, canonical=False)
     value = freezer(obj, path)
     parts = tuple(freezer.parts)
+    key = _table_key(parts, tuple(freezer.changeable))
     with _lock:
-        anchor = _table.get(parts)
+        anchor = _table.get(key)
         if anchor is None:
             found = Static(value, freezer.has_array, parts)
-            _table[parts] = found[3]
+            _table[key] = found[3]
         else:
             found = anchor.static
     return found
@@ -395,7 +446,7 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
     if t in _ATOMS:
         return obj
     key = key_of(obj)
-    if key is not None and _forms.get(key) is obj:
+    if _reusable(key) and _forms.get(key) is obj:
         return obj
     return _Freezer(_keep if leaf is None else leaf, canonical=True)(obj, path)
 

@@ -37,7 +37,12 @@ BREAKS = {
     "K-decimal": "r._EXACT[decimal.Decimal] = lambda o, c, k: ('d', float(o))",
     "K-fraction": "r._EXACT[fractions.Fraction] = lambda o, c, k: ('f', o.numerator)",
     "K-datetime": "r._EXACT[datetime.datetime] = lambda o, c, k: ('t', o.year, o.hour)",
-    "K-path": "r._EXACT[pathlib.PurePosixPath] = lambda o, c, k: ('p', str(o))",
+    # The exact type dropped (for a pure and a concrete path alike: either alone collides with
+    # nothing).
+    "K-path": (
+        "r._EXACT[pathlib.PurePosixPath] = r._EXACT[pathlib.PosixPath] = "
+        "lambda o, c, k: ('p', str(o))"
+    ),
     "K-pattern": "r._EXACT[re.Pattern] = lambda o, c, k: ('re', o.pattern)",
     "K-uuid": "r._EXACT[uuid.UUID] = lambda o, c, k: ('u', o.int % 2)",
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
@@ -67,8 +72,12 @@ BREAKS = {
     "K-opaque": "r.c.opaque = r.v.constant",
     "K-buffer": "r._EXACT[memoryview] = r._EXACT[array.array] = r.v.constant",
     "K-weakref": "r.lib.weak_ref = r.v.own_eq",
-    "K-descriptor": "r.v.descriptor = r.v.constant",
-    "K-mapping-proxy": "r.v.mapping_proxy = r.v.constant",
+    # (In `_EXACT` itself: the table holds the handler functions, so rebinding `r.v.descriptor`
+    # would change nothing.)
+    "K-descriptor": (
+        "r._EXACT[property] = r._EXACT[classmethod] = r._EXACT[staticmethod] = r.v.constant"
+    ),
+    "K-mapping-proxy": "r._EXACT[types.MappingProxyType] = r.v.constant",
     "K-too-deep": "ctx.too_deep = lambda o, c: ('too-deep',)",
     "K-node-data": "keys_init.Ctx = lambda by_value=False: ctx.Ctx(False)",
 }

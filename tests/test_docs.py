@@ -29,6 +29,7 @@ OUTPUT_PAGES = ["why_recompile.md", "faq.md"]
 RUN_ELSEWHERE = {
     "scaling.md": "tests/multidevice/test_scaling_docs.py",
     "pytest_plugin.md": "test_pytest_plugin_page_runs_as_shown (below)",
+    "persistent_cache.md": "tests/test_persistent_cache.py",
 }
 
 

@@ -4,7 +4,8 @@ Every script in `examples/` and in `tests/doctor_scripts/` runs under `eqxstable
 observing, then with `--stabilize`. The misses that the first run predicts for eqxstable's
 `filter_jit` (how many, and of which kinds) are the misses the second run makes, and plain
 `jax.jit` compiles are counted the same in both, and the script prints the same results, except
-where Equinox served a program traced for something else.
+where Equinox served a program traced for something else. The compiles are predicted too: a miss
+whose trace produces a program already compiled runs it (no compile) under `--stabilize`.
 """
 
 import json
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from eqxstable._jit._fingerprint import AVAILABLE
 
 
 ROOT = Path(__file__).parent.parent
@@ -34,7 +37,11 @@ NET_AVOIDED = {
     "rebound_global_value.py": -1,
     "equal_but_different.py": 1,
     "jitted_module.py": 2,
+    "rebuilt_closures.py": 0,
 }
+# How many of eqxstable's misses the doctor predicts to trace a program already compiled for an
+# equal trace, and run it (no compile); none where this JAX cannot fingerprint a trace.
+REUSED = {"equal_but_different.py": 1, "rebuilt_closures.py": 4} if AVAILABLE else {}
 # The lines a script prints differently, because Equinox reuses a program traced for something
 # else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
 # `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
@@ -103,6 +110,16 @@ def test_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
                 kinds.update(row["misses_by_kind"])
         assert prediction["filter_jit_misses_by_kind"] == dict(kinds)
         assert prediction["unpredicted_calls"] == 0
+        # Traces and compiles separately: the compiles predicted are the ones `--stabilize` makes.
+        reused = prediction["filter_jit_misses"] - prediction["filter_jit_compiles"]
+        assert reused == REUSED.get(script.name, 0)
+        # A call Equinox served from its cache but eqxstable traces (an added miss) is counted
+        # as a compile: the doctor cannot fingerprint a trace that did not happen.
+        compiles = stabilized["totals"]["filter_jit_compiles"]
+        upper = prediction["filter_jit_compiles"]
+        assert upper - prediction["added"] <= compiles <= upper
+        if not prediction["added"]:
+            assert compiles == upper
     assert observed["totals"]["jax_jit_misses"] == stabilized["totals"]["jax_jit_misses"]
     different = DIFFERENT_RESULTS.get(script.name, {})
     assert printed and len(printed) == len(printed_stable)

@@ -41,6 +41,9 @@ def test_rebuilt_closures_over_equal_fresh_dicts_compile_once(compiles):
     first, *reused = [w.misses[0] for w in wrappers]
     assert first.compiled and first.saved_seconds == 0.0
     assert all(not m.compiled and m.saved_seconds > 0 for m in reused)
+    # Their reasons say what happened: traced, not compiled.
+    assert first.reason.endswith("traced and compiled.")
+    assert all(m.reason.endswith("which it ran (no compile).") for m in reused)
     # A changed value traces to another jaxpr: compiled again, with the right answer.
     changed = es.filter_jit(_closure({"a": 3.0}))
     assert float(changed(jnp.asarray(-1.0))) == -3.0

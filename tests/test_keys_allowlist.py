@@ -337,10 +337,13 @@ def test_allowlisted_library_values():
     assert key(datetime.timedelta(1)) != key(datetime.timedelta(0, 1))
     assert key(datetime.time(1, fold=1)) != key(datetime.time(1))
     assert key(pathlib.PurePosixPath("a")) != key(pathlib.Path("a"))
+    assert key(pathlib.PurePosixPath("a/b")) != key(pathlib.PurePosixPath("a/c"))
+    assert key(pathlib.PurePosixPath("a")) != key(pathlib.PureWindowsPath("a"))
     assert key(pathlib.Path("a/b")) == key(pathlib.Path("a") / "b")
     assert key(re.compile("a")) != key(re.compile("a", re.I))
     u = uuid.UUID(int=5)
     assert key(u) == key(uuid.UUID(int=5)) and key(u) != key(uuid.UUID(int=6))
+    assert key(u) != key(uuid.UUID(int=7)) and key(u) != key(uuid.UUID(int=5 + 2**100))
     assert key(inspect.signature(lambda a, b=1: 0)) != key(inspect.signature(lambda a, b=2: 0))
     assert key(np.dtype("f4")) == key(np.dtype(np.float32)) != key(np.dtype("f8"))
     for v in (D("1.5"), F(1, 2), t1, pathlib.Path("a"), u, np.dtype("f4")):

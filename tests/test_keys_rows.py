@@ -66,6 +66,10 @@ def test_numpy_scalars_by_type_dtype_and_bytes():
     assert same(np.float32(0.5), np.float32(0.5))
     assert key(np.float32(1)) != key(np.float64(1)) != key(np.int32(1))
     assert key(np.float32(0.0)) != key(np.float32(-0.0))
+    # One type, the same bytes, and another dtype: a date in days or in seconds.
+    assert key(np.datetime64(1, "D")) != key(np.datetime64(1, "s"))
+    assert key(np.timedelta64(1, "D")) != key(np.timedelta64(1, "s"))
+    assert same(np.datetime64(1, "D"), np.datetime64(1, "D"))
     # Two 8-byte structured dtypes with the same bytes, only their fields differ.
     a = np.zeros((), dtype=[("a", "<f4"), ("b", "<f4")])[()]
     b = np.zeros((), dtype=[("x", "<f4"), ("y", "<f4")])[()]

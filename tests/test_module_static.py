@@ -324,7 +324,10 @@ def test_a_rebound_closure_in_a_static_field_is_retraced_by_the_stable_filter_ji
     rebind(3.0)
     np.testing.assert_array_equal(run(model, jnp.ones(2)), [3.0, 3.0])
     np.testing.assert_array_equal(run(Holder(f), jnp.ones(2)), [3.0, 3.0])
-    assert [m.kind for m in run.misses] == ["first", "mutated"]
+    # A module built after the rebinding holds another canonical form than the first module
+    # (its function's key changed, so plain `eqx.filter_jit` traces it again too): one more
+    # trace, never the first program.
+    assert [m.kind for m in run.misses] == ["first", "mutated", "static"]
 
 
 def test_the_canonical_tables_callback_may_run_while_its_lock_is_held():

@@ -262,6 +262,17 @@ def test_a_static_list_or_dict_equals_its_kind(read):
 
 
 @PATHS
+def test_the_exact_type_is_a_read_only_subclass_as_documented(read):
+    # docs/stable_module.md: not the exact type, and node-type-checking comparisons see a
+    # different node; converting first (`list(v)`) gives the original back.
+    widths = read([32, 32])
+    assert type(widths) is not list and isinstance(widths, list)
+    assert not eqx.tree_equal(widths, [32, 32])
+    assert type(list(widths)) is list and eqx.tree_equal(list(widths), [32, 32])
+    assert type(dict(read({"a": 1}))) is dict
+
+
+@PATHS
 def test_a_static_list_of_widths_maps_its_items(read):
     widths = read([4, 8])
     assert jax.tree.map(lambda w: w * 2, widths) == [8, 16]

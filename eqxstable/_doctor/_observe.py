@@ -39,6 +39,7 @@ from .._jit import (
 )
 from .._keys import key_uses_identity, stable_key
 from .._keys._origin import library_code
+from . import _reuse
 from ._explain import added_miss, AddedMiss, explain_miss, ObservedMiss, StaticHistory
 from ._predict import Decision, donated, Predictor, ShadowWrapper
 
@@ -46,14 +47,29 @@ from ._predict import Decision, donated, Predictor, ShadowWrapper
 class _Frame:
     """One `equinox.filter_jit` call that is running now in this thread."""
 
-    __slots__ = ("traced", "compiled", "compile_seconds", "trace_seconds", "lowering")
+    __slots__ = (
+        "traced",
+        "compiled",
+        "compile_seconds",
+        "trace_seconds",
+        "lowering",
+        "probe",
+        "inputs",
+        "out",
+    )
 
-    def __init__(self, lowering: bool = False):
+    def __init__(self, lowering: bool = False, probe: bool = False):
         self.traced = False
         self.compiled = False
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
         self.lowering = lowering
+        # A frame of `_reuse.probe`: a trace now would run the script's function again.
+        self.probe = probe
+        # For a call that may be its entry's first trace: the fingerprint's input part, and
+        # what the call returned.
+        self.inputs: Any = None
+        self.out: Any = None
 
 
 class _Stack(threading.local):
@@ -222,6 +238,9 @@ class Observer:
         self._undo: list[Callable[[], None]] = []
         self._combine: Callable | None = None
         self._listening = False
+        # Whether a trace of Equinox's can be asked for again safely (`_reuse.probe`): only
+        # where the trace hook is Equinox's `hashable_combine`, which refuses a second trace.
+        self._probes = False
 
     def made(self, jit_wrapper: Any) -> Any:
         """Notes `jit_wrapper` as made by the script, and returns it."""
@@ -259,6 +278,7 @@ class Observer:
         jax.monitoring.register_event_duration_secs_listener(self._listener)
         self._undo.append(self._unlisten)
         self.hooks = (call_hook, witness)
+        self._probes = witness == "equinox._jit.hashable_combine"
         return self.hooks
 
     def _unlisten(self) -> None:
@@ -302,6 +322,8 @@ class Observer:
 
         def hashable_combine(*args, **kwargs):
             if frames.frames:
+                if frames.frames[-1].probe:
+                    raise _reuse.Retraced
                 frames.frames[-1].traced = True
             return original(*args, **kwargs)
 
@@ -346,10 +368,13 @@ class Observer:
                     decision = None
         frames = self._stack.frames
         frame = _Frame(lowering=is_lower)
+        if decision is not None and self._probes and self._predictor.first_trace(decision):
+            frame.inputs = self._inputs(jit_wrapper, decision)
         frames.append(frame)
         error: BaseException | None = None
         try:
-            return original(jit_wrapper, is_lower, args, kwargs)
+            frame.out = out = original(jit_wrapper, is_lower, args, kwargs)
+            return out
         except BaseException as e:
             error = e
             raise
@@ -428,6 +453,27 @@ class Observer:
             return [x for x in dynamic if x is not None]
         return [x for x in jtu.tree_leaves(self._unwrap(jit_wrapper)) if eqx.is_array(x)]
 
+    def _inputs(self, jit_wrapper: Any, decision: Decision) -> Any:
+        """The fingerprint's input part, before the call runs (`_reuse.inputs`)."""
+        try:
+            with _quiet():
+                fun_arrays = self._fun_arrays(jit_wrapper)
+                return _reuse.inputs(
+                    jit_wrapper, decision.wrapper.which, decision.entry, decision.leaves, fun_arrays
+                )
+        except (Exception, UserCodeRefused):  # pragma: no cover - the miss then compiles.
+            return None
+
+    def _fingerprint(self, frame: _Frame, jit_wrapper: Any, args: tuple, kwargs: dict) -> Any:
+        """The fingerprint of the trace Equinox made of this call (`_reuse.py`)."""
+        frames = self._stack.frames
+        frames.append(_Frame(probe=True))
+        try:
+            closed = _reuse.probe(jit_wrapper, args, kwargs)
+        finally:
+            frames.pop()
+        return _reuse.fingerprint(closed, frame.inputs, frame.out)
+
     def _account(
         self,
         state: _CacheState,
@@ -469,7 +515,12 @@ class Observer:
                     fun_arrays = self._fun_arrays(jit_wrapper)
                     # The signature of the call as made serves when binding changed nothing.
                     bound = decision.args is args and decision.kwargs is kwargs
-                    predicted = self._predictor.miss(decision, fun_arrays, sig if bound else None)
+                    fingerprint = None
+                    if frame.inputs is not None and frame.traced and error is None:
+                        fingerprint = lambda: self._fingerprint(frame, jit_wrapper, args, kwargs)  # noqa: E731
+                    predicted = self._predictor.miss(
+                        decision, fun_arrays, sig if bound else None, fingerprint
+                    )
                 except Exception:  # pragma: no cover - counted, and the report says so.
                     record.unpredicted += 1
             if predicted is not None:

@@ -5,10 +5,11 @@ in the jit layer's own `Cache` (the identity fast path, the `Watch` and the `sta
 of the hit path, `Cache.rekey` after a trace), the jitted function is watched with the keys
 layer's own `compute` and `Watch` as a stable wrapper watches it, programs are shared between
 equivalent functions by the jit layer's `static_key` as `get_program` shares them (and aliased
-after a trace as `alias_program` does), and a predicted miss is explained with the same
-`signature`/`diff`/`describe_change` as a real one. What is left to this file is JAX's part:
-under one cache entry, a program per set of array types (shape, dtype, weak type, placement), the
-function's own arrays included.
+after a trace as `alias_program` does), and a predicted miss is explained by the jit layer's
+own `explain_stable_miss`, the code that explains a real one. What is left to this file is JAX's
+part: under one cache entry, a program per set of array types (shape, dtype, weak type,
+placement), the function's own arrays included; and, as `_jit._reuse` decides, whether a miss
+runs a program already compiled for an equal trace (the fingerprint is `_reuse.py`'s).
 
 The shadow programs are the doctor's own: sharing the jit layer's table would put the observed
 script's calls into the caches of the stable wrappers it makes itself.
@@ -17,6 +18,7 @@ what was predicted.
 """
 
 import itertools
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax.tree_util as jtu
@@ -27,11 +29,12 @@ from .._jit import (
     Binder,
     Cache,
     describe_change,
-    diff,
     Entry,
+    explain_stable_miss,
     fun_names,
     FunParts,
     Miss,
+    not_compiled,
     rebound_advice,
     Signature,
     signature,
@@ -41,8 +44,6 @@ from .._jit import (
 from .._keys import compute, Key, Watch
 
 
-# As `eqxstable._jit._program`: a miss is compared with the latest signatures only.
-_HISTORY_SEARCHED = 64
 # `ShadowWrapper.pair` once its calls used more than one (program, entry).
 _MANY: Any = object()
 # What `--stabilize` passes on as `eqxstable.filter_jit(fun, donate=...)`, as Equinox's wrapper
@@ -61,11 +62,24 @@ def donated(options: tuple) -> str:
     return _DONATED.get((bool(options[0]), bool(options[1])), repr(options))
 
 
+class ShadowToken:
+    """As `eqxstable._jit._reuse.Token` (or a `Guest` of one, `target`): how many traces an
+    entry's own program had, and how many other entries run it."""
+
+    __slots__ = ("traces", "guests", "target")
+
+    def __init__(self, target: "ShadowToken | None" = None):
+        self.traces = 1
+        self.guests = 0
+        self.target = target
+
+
 class ShadowProgram:
     """One program of eqxstable's `filter_jit`, without the compiling: its cache of entries, the
-    array types each entry was compiled for, and the signature of each compile."""
+    array types each entry was compiled for, the signature of each compile, and each entry's
+    token."""
 
-    __slots__ = ("key", "cache", "bind", "seen", "history")
+    __slots__ = ("key", "cache", "bind", "seen", "history", "tokens")
 
     def __init__(self, key: Any, fun: Any, which: str):
         self.key = key
@@ -73,6 +87,7 @@ class ShadowProgram:
         self.bind = Binder(fun)
         self.seen: dict[Entry, set[tuple[ArrayLeaf, ...]]] = {}
         self.history: list[Signature] = []
+        self.tokens: dict[Entry, ShadowToken] = {}
 
 
 class ShadowWrapper:
@@ -139,6 +154,8 @@ class Predictor:
 
     def __init__(self):
         self.programs: dict[Any, ShadowProgram] = {}
+        # As `eqxstable._jit._reuse._by_fingerprint`: tokens by the fingerprint of their trace.
+        self.fingerprints: dict[Hashable, ShadowToken] = {}
 
     def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
         """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
@@ -205,8 +222,17 @@ class Predictor:
         # wrapper so far used this one entry: eqxstable compiled for them under it too.
         return entry in program.seen and wrapper.pair is not _MANY
 
+    def first_trace(self, decision: Decision) -> bool:
+        """Whether a miss of this call would be its entry's first trace, the only one that
+        looks for a compiled program to reuse (`eqxstable._jit._reuse.first_call`)."""
+        return decision.entry not in decision.program.tokens
+
     def miss(
-        self, decision: Decision, fun_arrays: list, sig: Signature | None = None
+        self,
+        decision: Decision,
+        fun_arrays: list,
+        sig: Signature | None = None,
+        fingerprint: Callable[[], Hashable | None] | None = None,
     ) -> Miss | None:
         """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
 
@@ -216,10 +242,13 @@ class Predictor:
         - `fun_arrays`: the arrays of the function the call was made with, in order: the
             program's arguments too, so a new shape there compiles again.
         - `sig`: the call's `signature` of its bound arguments, if already made.
+        - `fingerprint`: makes the fingerprint of what the call's trace produced
+            (`_doctor/_reuse.py`), or `None` where there is none (the miss then compiles).
 
         **Returns:**
 
-        The predicted [`eqxstable.Miss`][], with the reason `--stabilize` would give.
+        The predicted [`eqxstable.Miss`][], with the reason `--stabilize` would give, and
+        `compiled=False` where it would run a program already compiled for an equal trace.
         """
         wrapper, program, entry, rebound, args, kwargs, leaves = decision
         dynamic = itertools.chain(itertools.compress(leaves, entry.dyn_sel), fun_arrays)
@@ -235,37 +264,41 @@ class Predictor:
         if fun_arrays:
             fun_leaves = tuple(zip(wrapper.array_paths(), map(_array_leaf, fun_arrays)))
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)
-        miss = _explain(wrapper, program, entry, rebound, sig)
+        # The jit layer's own explanation, in the same order and words as a real miss.
+        miss = explain_stable_miss(
+            fun_names(wrapper.fun)[0], rebound, entry.mutated, sig, program.history
+        )
         program.history.append(sig)
         entry.mutated = None
+        if not self._compiles(program, entry, fingerprint):
+            miss = not_compiled(miss, 0.0, "reused")
         return miss
 
-
-def _explain(
-    wrapper: ShadowWrapper,
-    program: ShadowProgram,
-    entry: Entry,
-    rebound: tuple[str, str] | None,
-    sig: Signature,
-) -> Miss:
-    # As `eqxstable._jit._program.Program._explain`, in the same order and words.
-    name = fun_names(wrapper.fun)[0]
-    if rebound is not None:
-        what, advice = rebound
-        reason = (
-            f"{what}, so `{name}` was traced again instead of reusing the program compiled "
-            f"before the change; {advice}."
-        )
-        return Miss("mutated", name, reason)
-    mutated = entry.mutated
-    if mutated is not None:
-        index, old, new = mutated
-        path = sig.leaves[index][0] if index is not None else "(a static field)"
-        reason = (
-            f"`{path}` is the same object as before, but it was changed in place after it was "
-            f"used ({describe_change(old, new)}), so it was traced again instead of reusing the "
-            "program compiled before the change; "
-            "pass what changes as an array argument, or keep it unchanged."
-        )
-        return Miss("mutated", path, reason)
-    return diff(program.history[-_HISTORY_SEARCHED:], sig, name)
+    def _compiles(
+        self,
+        program: ShadowProgram,
+        entry: Entry,
+        fingerprint: Callable[[], Hashable | None] | None,
+    ) -> bool:
+        # As `eqxstable._jit._reuse`: only an entry's first trace looks for a program compiled
+        # for an equal trace under a token that had that one trace; a later trace of a guest, or
+        # of a token with guests, detaches to a token of its own.
+        token = program.tokens.get(entry)
+        if token is None:
+            fp = fingerprint() if fingerprint is not None else None
+            target = self.fingerprints.get(fp) if fp is not None else None
+            if target is not None and target.traces == 1:
+                target.guests += 1
+                program.tokens[entry] = ShadowToken(target)
+                return False
+            program.tokens[entry] = token = ShadowToken()
+            if fp is not None:
+                self.fingerprints.setdefault(fp, token)
+        elif token.target is not None:
+            token.target.guests -= 1
+            program.tokens[entry] = ShadowToken()
+        elif token.guests:
+            program.tokens[entry] = ShadowToken()
+        else:
+            token.traces += 1
+        return True

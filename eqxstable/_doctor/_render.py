@@ -50,6 +50,9 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "added": len(record.added),
         "added_groups": _groups(record.added),
         "with_eqxstable": len(record.predicted),
+        # Of those, the ones that would compile: the others run a program already compiled for
+        # an equal trace (`_reuse.py`).
+        "with_eqxstable_compiles": sum(getattr(m, "compiled", True) for m in record.predicted),
         "with_eqxstable_by_kind": dict(Counter(m.kind for m in record.predicted)),
         "unpredicted_calls": record.unpredicted,
     }
@@ -71,11 +74,13 @@ def stable_row(wrappers: list[Any]) -> dict[str, Any]:
         "calls": calls,
         "hits": calls - len(misses),
         "misses": len(misses),
+        "compiles": sum(i.compiles for i in infos),
         "compile_seconds": sum(i.compile_seconds for i in infos),
         "trace_seconds": sum(i.trace_seconds for i in infos),
         "misses_by_kind": dict(Counter(m.kind for m in misses)),
         "miss_groups": _groups(misses),
         "with_eqxstable": len(misses),
+        "with_eqxstable_compiles": sum(i.compiles for i in infos),
         "with_eqxstable_by_kind": dict(Counter(m.kind for m in misses)),
     }
 
@@ -100,6 +105,9 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "filter_jit_calls": sum(row["calls"] for row in filter_jit),
         "filter_jit_misses": sum(row["misses"] for row in filter_jit),
+        # Every miss of `equinox.filter_jit` compiles; one of eqxstable's may run a program
+        # already compiled for an equal trace.
+        "filter_jit_compiles": sum(row.get("compiles", row["misses"]) for row in filter_jit),
         "jax_jit_misses": sum(row["misses"] for row in rows if row["jit"] == "jax"),
         "compile_seconds": sum(row["compile_seconds"] for row in rows),
     }
@@ -123,6 +131,8 @@ def prediction(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "avoidable_compile_seconds": sum(row["avoidable_compile_seconds"] for row in equinox),
         # Over every `filter_jit` row, as `--stabilize` would count them.
         "filter_jit_misses": sum(row["with_eqxstable"] for row in filter_jit),
+        "filter_jit_compiles": sum(row["with_eqxstable_compiles"] for row in filter_jit),
+        "compiles_with_eqxstable": sum(row["with_eqxstable_compiles"] for row in equinox),
         "filter_jit_misses_by_kind": dict(kinds),
         "unpredicted_calls": sum(row["unpredicted_calls"] for row in equinox),
     }
@@ -222,6 +232,17 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
             f"{_count(then, 'miss', 'misses')} instead of {now}: {'; '.join(parts)}. "
             f"`eqxstable doctor --stabilize {report['script']}` runs it that way."
         )
+    compiles = p["compiles_with_eqxstable"]
+    if compiles < then:
+        # A call marked [eqxstable compiles] traces what Equinox did not trace: the doctor
+        # cannot fingerprint that trace without running the script's code again, and counts it
+        # as a compile, though it may find a program compiled for an equal trace too.
+        bound = "at most " if p["added"] else ""
+        text += (
+            f" {_count(then - compiles, 'miss', 'misses')} of the {then} would trace, then run "
+            f"a program already compiled for an equal trace, so it compiles {bound}"
+            f"{_count(compiles, 'time', 'times')}."
+        )
     if p["unpredicted_calls"]:
         text += (
             f" ({_count(p['unpredicted_calls'], 'call', 'calls')} could not be followed, so "
@@ -232,13 +253,18 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
 
 def _stabilized_text(report: dict[str, Any]) -> list[str]:
     t = report["totals"]
-    return _wrap(
+    text = (
         f"Every `equinox.filter_jit` made by the script ran as eqxstable's `filter_jit`: "
         f"{_count(t['filter_jit_misses'], 'miss', 'misses')} in "
-        f"{_count(t['filter_jit_calls'], 'call', 'calls')}.",
-        "",
-        "",
+        f"{_count(t['filter_jit_calls'], 'call', 'calls')}."
     )
+    reused = t["filter_jit_misses"] - t["filter_jit_compiles"]
+    if reused:
+        text += (
+            f" {_count(reused, 'miss', 'misses')} traced, then ran a program already compiled "
+            f"for an equal trace: {_count(t['filter_jit_compiles'], 'compile', 'compiles')}."
+        )
+    return _wrap(text, "", "")
 
 
 def render_text(report: dict[str, Any]) -> str:

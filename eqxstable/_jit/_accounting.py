@@ -34,9 +34,11 @@ class Miss(NamedTuple):
     - `path`: the leaf (or pytree node) that differs from the closest earlier call, in the
         arguments' own terms, e.g. `args[0].mlp.activation` or `kwargs['x']`; `""` for `"first"`.
     - `reason`: one sentence with the old and the new value and what to do about it.
-    - `compiled`: `False` when the trace produced a program that was already compiled (the
-        same jaxpr by value, input types, shardings, donation, configuration and backend), which
-        the call ran with no lowering and no XLA compile.
+    - `compiled`: `False` when XLA compiled nothing for this miss: the trace produced a program
+        that was already compiled (the same jaxpr by value, input types, shardings, donation,
+        configuration and backend), which the call ran with no lowering and no XLA compile; or
+        JAX lowered it and loaded the executable from its persistent compilation cache
+        (`jax_compilation_cache_dir`), compiled by an earlier process (`CacheInfo.loaded`).
     - `saved_seconds`: for such a miss, the XLA compile seconds that program took when it was
         compiled (what this miss did not spend again).
     """
@@ -46,6 +48,26 @@ class Miss(NamedTuple):
     reason: str
     compiled: bool = True
     saved_seconds: float = 0.0
+
+
+_COMPILED = "traced and compiled."
+# What a miss that compiled nothing says in place of `_COMPILED`, by how it got its program.
+_NOT_COMPILED = {
+    "reused": "traced, and the trace was a program already compiled, which it ran (no compile).",
+    "loaded": (
+        "traced, and JAX loaded its program from the persistent compilation cache (no compile)."
+    ),
+}
+
+
+def not_compiled(miss: Miss, saved_seconds: float, how: str) -> Miss:
+    """`miss` as one that compiled nothing: its program was `"reused"` (compiled for an equal
+    trace) or `"loaded"` (from JAX's persistent compilation cache). A reason that says the call
+    compiled says what happened instead."""
+    reason = miss.reason
+    if reason.endswith(_COMPILED):
+        reason = reason[: -len(_COMPILED)] + _NOT_COMPILED[how]
+    return miss._replace(reason=reason, compiled=False, saved_seconds=saved_seconds)
 
 
 class CacheInfo(NamedTuple):
@@ -63,8 +85,11 @@ class CacheInfo(NamedTuple):
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
     - `traces`: the number of misses (each traced the function, or lowered it again).
-    - `compiles`: how many of them compiled a program; the others reused one compiled for an
-        equal trace (`compiles <= traces`).
+    - `compiles`: how many of them XLA compiled a program for; the others reused one compiled
+        for an equal trace, or loaded one (`compiles <= traces`).
+    - `loaded`: how many misses JAX served from its persistent compilation cache
+        (`jax_compilation_cache_dir`): lowered, then loaded from disk, not compiled. Its load
+        time is counted in `compile_seconds` (JAX's compile event covers it).
     """
 
     hits: int
@@ -75,6 +100,7 @@ class CacheInfo(NamedTuple):
     trace_seconds: float
     traces: int = 0
     compiles: int = 0
+    loaded: int = 0
 
 
 class Stats:
@@ -84,6 +110,7 @@ class Stats:
         "calls",
         "missed",
         "reused",
+        "loaded",
         "misses",
         "compile_seconds",
         "trace_seconds",
@@ -96,6 +123,8 @@ class Stats:
         self.missed = 0
         # How many misses ran a program already compiled for an equal trace (`_reuse.py`).
         self.reused = 0
+        # How many misses JAX loaded from its persistent compilation cache (no XLA compile).
+        self.loaded = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -110,6 +139,7 @@ class Stats:
         self.calls = 0
         self.missed = 0
         self.reused = 0
+        self.loaded = 0
         self.misses = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -130,6 +160,7 @@ class Call:
         "lowering",
         "committed",
         "notify",
+        "loaded",
     )
 
     def __init__(self, program: Any, wrapper: Any, args, kwargs, entry: Any, lowering: bool):
@@ -148,6 +179,9 @@ class Call:
         # Whether the miss listeners hear of the miss when it is recorded (a first call tells
         # them itself, once it knows whether the program was compiled or reused).
         self.notify = True
+        # The compile seconds JAX's persistent compilation cache saved this call, when the
+        # executable was loaded from it (`None`: it was not).
+        self.loaded: float | None = None
 
 
 class _Current(threading.local):
@@ -195,4 +229,38 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
         call.program.untraced_miss(call)
 
 
+_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+_SAVED_EVENT = "/jax/compilation_cache/compile_time_saved_sec"
+
+
+def _saved_listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
+    del kwargs
+    call = current.call
+    if event == _SAVED_EVENT and call is not None and not call.lowering:
+        call.loaded = (call.loaded or 0.0) + max(duration_secs, 0.0)
+
+
+def _event_listener(event: str, **kwargs: str | int) -> None:
+    del kwargs
+    call = current.call
+    if event == _CACHE_HIT_EVENT and call is not None and not call.lowering:
+        if call.loaded is None:
+            call.loaded = 0.0
+
+
+def settle_loaded(call: Call) -> None:
+    """After a call's miss compiled (or seemed to): if JAX loaded the executable from its
+    persistent compilation cache instead, the miss compiled nothing (`CacheInfo.loaded`)."""
+    saved, call.loaded = call.loaded, None
+    stats = call.stats
+    if saved is None or not call.committed or not stats.misses:
+        return
+    miss = stats.misses[-1]
+    if miss.compiled:
+        stats.misses[-1] = not_compiled(miss, saved, "loaded")
+        stats.loaded += 1
+
+
 jax.monitoring.register_event_duration_secs_listener(_listener)
+jax.monitoring.register_event_duration_secs_listener(_saved_listener)
+jax.monitoring.register_event_listener(_event_listener)

@@ -119,7 +119,7 @@ class Entry:
         self.compiled = 0
         self.adopt(leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
-        n_first = _leaves_of_first_arg(treedef)
+        n_first = leaves_of_first_arg(treedef)
         if donated_args == "none":
             donated = [False] * len(leaves)
         elif donated_args == "all":
@@ -212,7 +212,7 @@ def _getter(indices: list[int]) -> Any:
     return operator.itemgetter(*indices)
 
 
-def _leaves_of_first_arg(treedef: Any) -> int:
+def leaves_of_first_arg(treedef: Any) -> int:
     args_def = treedef.children()[0]
     if args_def.num_nodes == 1 or not args_def.children():
         return 0

@@ -112,6 +112,10 @@ def _jax_value_type(t: type, x: Any) -> bool:
     return known
 
 
+# Keys of dtypes by identity, each held with its dtype (so that its `id` is never reused).
+_DTYPE_KEYS: dict[int, tuple[np.dtype, Hashable]] = {}
+
+
 def key_of(x: Any) -> Hashable:
     """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
     computation, never merely similar values."""
@@ -135,7 +139,13 @@ def key_of(x: Any) -> Hashable:
     if t is dict:
         return (t, tuple((key_of(k), key_of(v)) for k, v in x.items()))
     if isinstance(x, np.dtype):
-        return ("dtype", x.str, x.name)
+        # `dtype.name` is computed in Python on every read; the few dtypes met are keyed once.
+        known = _DTYPE_KEYS.get(id(x))
+        if known is None or known[0] is not x:
+            if len(_DTYPE_KEYS) > 1024:  # Dtypes made afresh (structured ones): no growth.
+                _DTYPE_KEYS.clear()
+            known = _DTYPE_KEYS[id(x)] = (x, ("dtype", x.str, x.name))
+        return known[1]
     if isinstance(x, _TreeDef):
         return tree_key(x)
     if isinstance(x, (type, enum.Enum)):
@@ -176,7 +186,7 @@ def reusable(*groups: list) -> bool:
     return all(isinstance(x, _ARRAYS) for group in groups for x in group)
 
 
-def _input(x: Any) -> Hashable:
+def input_key(x: Any) -> Hashable:
     if isinstance(x, np.ndarray):
         return (np.ndarray, jax.typeof(x))
     return (type(x), jax.typeof(x), x.sharding, x.format, getattr(x, "_committed", None))
@@ -215,7 +225,7 @@ def fingerprint(
         jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY, {})
         if jaxpr is None:
             return None
-        inputs = tuple(map(_input, (*donated, *kept, *dyn)))
+        inputs = tuple(map(input_key, (*donated, *kept, *dyn)))
         return (
             jaxpr,
             inputs,

@@ -35,6 +35,60 @@ _MSG_UNEXPLAINED = (
 )
 
 
+def explain_stable_miss(
+    name: str,
+    rebound: tuple[str, str] | None,
+    mutated: tuple | None,
+    sig: Signature | None,
+    history: list[Signature],
+) -> Miss:
+    """Why a call of the program of `name` traced: the one explanation of a miss, used by the
+    programs and by the doctor's prediction (`eqxstable._doctor._predict`).
+
+    **Arguments:**
+
+    - `name`: the jitted function's name.
+    - `rebound`: `(what, advice)` when a value the function reads was rebound after it was
+        used (`_State.rebound`), else `None`.
+    - `mutated`: the entry's `(index, old key, new key)` when a static argument was changed in
+        place after it was used (`Entry.mutated`), else `None`.
+    - `sig`: the call's signature, the function's own arrays included; `None` for arguments
+        nested too deeply to compare.
+    - `history`: the signatures of the program's earlier misses.
+
+    **Returns:**
+
+    The [`eqxstable.Miss`][].
+    """
+    if rebound is not None:
+        what, advice = rebound
+        reason = (
+            f"{what}, so `{name}` was traced again instead of reusing the program "
+            f"compiled before the change; {advice}."
+        )
+        return Miss("mutated", name, reason)
+    if mutated is not None:
+        index, old, new = mutated
+        path = "(a static field)"
+        if index is not None and sig is not None:
+            path = sig.leaves[index][0]
+        if too_many_objects(new):
+            return Miss("identity", path, too_many_reason(path))
+        what = describe_change(old, new)
+        reason = (
+            f"`{path}` is the same object as before, but it was changed in place after it "
+            f"was used ({what}), so it was traced again instead of reusing the program "
+            "compiled before the change; "
+            "pass what changes as an array argument, or keep it unchanged."
+        )
+        return Miss("mutated", path, reason)
+    if sig is None:
+        return Miss("first", "", _MSG_UNEXPLAINED.format(name=name))
+    # The closest entry is searched among the latest signatures only, so that a function
+    # with very many programs does not pay for all of them on each miss.
+    return diff(history[-_HISTORY_SEARCHED:], sig, name)
+
+
 class Mixed:
     """An output with non-array leaves. It is a pytree node whose children are the array leaves
     and whose node data is the rest, so it travels through `jax.jit`, and JAX's unflattening of
@@ -235,35 +289,14 @@ class Program:
                 for (path, x) in call.wrapper._array_paths()
             )
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)
-        rebound = call.wrapper._state.rebound
-        if rebound is not None:
-            what, advice = rebound
-            reason = (
-                f"{what}, so `{self.name}` was traced again instead of reusing the program "
-                f"compiled before the change; {advice}."
-            )
-            return Miss("mutated", self.name, reason), sig
-        mutated = getattr(entry, "mutated", None)
-        if mutated is not None:
-            index, old, new = mutated
-            path = "(a static field)"
-            if index is not None and sig is not None:
-                path = sig.leaves[index][0]
-            if too_many_objects(new):
-                return Miss("identity", path, too_many_reason(path)), sig
-            what = describe_change(old, new)
-            reason = (
-                f"`{path}` is the same object as before, but it was changed in place after it "
-                f"was used ({what}), so it was traced again instead of reusing the program "
-                "compiled before the change; "
-                "pass what changes as an array argument, or keep it unchanged."
-            )
-            return Miss("mutated", path, reason), sig
-        if sig is None:
-            return Miss("first", "", _MSG_UNEXPLAINED.format(name=self.name)), None
-        # The closest entry is searched among the latest signatures only, so that a function
-        # with very many programs does not pay for all of them on each miss.
-        return diff(self.history[-_HISTORY_SEARCHED:], sig, self.name), sig
+        miss = explain_stable_miss(
+            self.name,
+            call.wrapper._state.rebound,
+            getattr(entry, "mutated", None),
+            sig,
+            self.history,
+        )
+        return miss, sig
 
     def _check(self, call: Call, miss: Miss) -> None:
         wrapper = call.wrapper

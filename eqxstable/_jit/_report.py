@@ -37,7 +37,8 @@ def _process_line() -> str | None:
 
 def report() -> str:
     """A table over every live stable [`eqxstable.filter_jit`][]: its name, calls, hits, misses,
-    compiles (a miss whose trace produced a program already compiled reuses it), compile seconds
+    compiles (a miss whose trace produced a program already compiled reuses it, and one that JAX
+    loaded from its persistent compilation cache compiled nothing either), compile seconds
     and the most common reason it recompiled. In a multi-process run (`jax.distributed`) its
     first line names the process it describes.
 

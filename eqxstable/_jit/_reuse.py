@@ -21,7 +21,7 @@ import time
 import weakref
 from typing import Any
 
-from ._accounting import Call, notify
+from ._accounting import Call, not_compiled, notify, settle_loaded
 from ._fingerprint import context, fingerprint, reusable, top_level
 from ._runtime_error import _has_callback, raises_at_run_time  # pyright: ignore[reportPrivateUsage]
 
@@ -162,7 +162,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         entry.token = Guest(target)
         target.guests += 1
         if miss is not None:
-            stats.misses[-1] = miss._replace(compiled=False, saved_seconds=target.compile_seconds)
+            stats.misses[-1] = not_compiled(miss, target.compile_seconds, "reused")
             stats.reused += 1
             program.cache.reused(entry)
         try:
@@ -183,6 +183,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     out = own.jitted(donated, kept, dyn, own)
     timings["compile"] += time.perf_counter() - compile_start
     own.compile_seconds = stats.compile_seconds - before
+    # JAX may have loaded the executable from its persistent compilation cache: no compile.
+    settle_loaded(call)
     if fp is not None and fp not in _by_fingerprint:
         _by_fingerprint[fp] = own
     _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)

@@ -15,7 +15,7 @@ from typing_extensions import ParamSpec
 
 from .._keys import compute, stable_key
 from . import _verify
-from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, Stats
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded, Stats
 from ._describe import describe_change, rebound_advice
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
@@ -337,6 +337,8 @@ class _JitWrapper(Generic[_P, _T]):
                     out = token.jitted(donated, kept, self._dynamic, token)
                 except Detach:
                     out = detached(program, call, entry, donated, kept, self._dynamic)
+            if call.loaded is not None:
+                settle_loaded(call)
             if call.committed and token is not None:
                 state.traced(program)
                 token = real_token(entry.token)
@@ -421,7 +423,7 @@ class _JitWrapper(Generic[_P, _T]):
     def cache_info(self) -> CacheInfo:
         """The wrapper's counters, in the shape of `functools.lru_cache`'s:
         `CacheInfo(hits, misses, maxsize, currsize, compile_seconds, trace_seconds, traces,
-        compiles)`."""
+        compiles, loaded)`."""
         stats = self._stats
         misses = stats.missed
         return CacheInfo(
@@ -432,7 +434,8 @@ class _JitWrapper(Generic[_P, _T]):
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
             traces=misses,
-            compiles=misses - stats.reused,
+            compiles=misses - stats.reused - stats.loaded,
+            loaded=stats.loaded,
         )
 
     def cache_clear(self) -> None:

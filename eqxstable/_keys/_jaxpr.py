@@ -102,13 +102,13 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
 
     def bind(var: Any) -> Hashable:
         if isinstance(var, _DROP):
-            return ("drop", _aval(var.aval, key_of))
+            return ("drop", _known_aval(var.aval, key_of, memo))
         positions[id(var)] = len(positions)
-        return ("var", _var_type(var, key_of))
+        return ("var", _var_type(var, key_of, memo))
 
     def use(atom: Any) -> Hashable:
         if isinstance(atom, _LITERAL):
-            return ("literal", _value(atom.val, key_of), _aval(atom.aval, key_of))
+            return ("literal", _value(atom.val, key_of), _known_aval(atom.aval, key_of, memo))
         position = positions.get(id(atom))
         if position is None:
             raise _Unkeyable
@@ -153,19 +153,26 @@ def _context(context: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     t = type(context)
     if hasattr(context, "__dict__"):
         return key_of(context)
-    names = []
-    for c in t.__mro__:
-        slots = c.__dict__.get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else list(slots)
     settings = tuple(
-        (name, _setting(getattr(context, name, _UNSET), key_of))
-        for name in names
-        if name != "__weakref__"
+        (name, _setting(getattr(context, name, _UNSET), key_of)) for name in _slot_names(t)
     )
     return (key_of(t), settings)
 
 
 _UNSET = object()
+# The slots of each class (all of its MRO's but `__weakref__`), found once per class.
+_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _slot_names(t: type) -> tuple[str, ...]:
+    names = _SLOT_NAMES.get(t)
+    if names is None:
+        found = []
+        for c in t.__mro__:
+            slots = c.__dict__.get("__slots__", ())
+            found += [slots] if isinstance(slots, str) else list(slots)
+        names = _SLOT_NAMES[t] = tuple(name for name in found if name != "__weakref__")
+    return names
 
 
 def _setting(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
@@ -177,10 +184,28 @@ def _setting(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     return key_of(value)
 
 
-def _var_type(var: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
-    # Beside the abstract value, a variable may carry "quasi-dynamic data" (mutable arrays).
-    extra = tuple(key_of(getattr(var, name, None)) for name in ("initial_qdd", "final_qdd"))
-    return (_aval(var.aval, key_of), extra)
+def _var_type(var: Any, key_of: Callable[[Any], Hashable], memo: dict) -> Hashable:
+    # Beside the abstract value, a variable may carry "quasi-dynamic data" (mutable arrays);
+    # most carry none, which is keyed without calling `key_of` (a 1-tuple: never a pair).
+    initial = getattr(var, "initial_qdd", None)
+    final = getattr(var, "final_qdd", None)
+    extra = _NO_QDD if initial is None and final is None else (key_of(initial), key_of(final))
+    return (_known_aval(var.aval, key_of, memo), extra)
+
+
+_NO_QDD = ("no qdd",)
+
+
+def _known_aval(aval: Any, key_of: Callable[[Any], Hashable], memo: dict) -> Hashable:
+    # Most variables of a jaxpr share a few aval objects (JAX reuses them along a computation):
+    # each is keyed once, kept by identity in `memo` with the aval itself (so its `id` is not
+    # reused meanwhile). Avals are immutable, as JAX's own caches assume.
+    known = memo.get(id(aval))
+    if known is not None and known[0] is aval:
+        return known[1]
+    key = _aval(aval, key_of)
+    memo[id(aval)] = (aval, key)
+    return key
 
 
 def _aval(aval: Any, key_of: Callable[[Any], Hashable], depth: int = 0) -> Hashable:
@@ -195,14 +220,8 @@ def _aval(aval: Any, key_of: Callable[[Any], Hashable], depth: int = 0) -> Hasha
     t = type(aval)
     if hasattr(aval, "__dict__") or depth > 2:
         return key_of(aval)
-    names = []
-    for c in t.__mro__:
-        slots = c.__dict__.get("__slots__", ())
-        names += [slots] if isinstance(slots, str) else list(slots)
     settings = []
-    for name in names:
-        if name == "__weakref__":
-            continue
+    for name in _slot_names(t):
         value = getattr(aval, name, _UNSET)
         if type(value) is t:
             settings.append((name, _aval(value, key_of, depth + 1)))
@@ -221,6 +240,20 @@ def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
     return key_of(value)
 
 
+# `(dtype.str, dtype.name)` by the dtype's identity, held with it: NumPy computes `name` in Python
+# on every read, and a jaxpr's literals share a few dtypes.
+_DTYPE_NAMES: dict[int, tuple[np.dtype, tuple[str, str]]] = {}
+
+
+def _dtype_names(dtype: np.dtype) -> tuple[str, str]:
+    known = _DTYPE_NAMES.get(id(dtype))
+    if known is None or known[0] is not dtype:
+        if len(_DTYPE_NAMES) > 1024:  # Dtypes made afresh (structured ones): no growth.
+            _DTYPE_NAMES.clear()
+        known = _DTYPE_NAMES[id(dtype)] = (dtype, (dtype.str, dtype.name))
+    return known[1]
+
+
 def _value(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     """A literal's or a constant's value: an array (JAX's, NumPy's, or the array type JAX wraps
     literals in) by its exact type, dtype, shape and bytes; anything else by `key_of`."""
@@ -236,8 +269,7 @@ def _value(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
         return (
             "array",
             key_of(type(value)),
-            array.dtype.str,
-            array.dtype.name,
+            *_dtype_names(array.dtype),
             array.shape,
             array.tobytes(),
         )
