@@ -15,7 +15,7 @@ What is new where, and what older versions get instead:
 - Equinox's construction stores a converter's result with `object.__setattr__` (Equinox 0.13);
   older Equinox calls `setattr`, through the `__setattr__` of the class it builds for `__init__`.
   `STORE_FRAMES` holds the code of such functions, found by watching a store, so that the
-  `StableModule` field descriptor recognizes the store as Equinox's (`_access.py`).
+  `StableModule` field descriptor recognizes the store as Equinox's (`_module/_access.py`).
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
 - No JAX version has a public way to make a weakly typed array: `weak_convert` uses the function
   `jnp.asarray(0.1)` itself ends in, and falls back to a strongly typed conversion if it moves.

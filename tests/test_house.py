@@ -5,10 +5,14 @@ These tests read the source (with `ast`), they run none of it.
 """
 
 import ast
+import importlib
 import pathlib
+import pickle
 import re
 
 import pytest
+
+from eqxstable._moved import MOVED
 
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "eqxstable"
@@ -119,3 +123,31 @@ def test_the_readme_check_reads_a_table():
         "# x\n\n| File | Concept |\n| --- | --- |\n| `a.py` | A |\n| `b.py` | B |\n\n| `c.py` |"
     )
     assert readme_files(readme) == ["a.py", "b.py"]
+
+
+# Written by `pickle.dumps((freeze_static([1, {"a": 2}, {3}]), freeze([1, {"a": 2}])),
+# protocol=2)` before the module layer moved into `eqxstable/_module/`: it names
+# `eqxstable._static._restore` and `eqxstable._canonical._restore_canonical`.
+OLD_PICKLE = (
+    b"\x80\x02ceqxstable._static\n_restore\nq\x00ceqxstable._canonical\n_restore\nq\x01c__builtin"
+    b"__\nlist\nq\x02]q\x03(K\x01h\x01c__builtin__\ndict\nq\x04}q\x05X\x01\x00\x00\x00aq\x06K\x02s"
+    b"\x86q\x07Rq\x08h\x01c__builtin__\nset\nq\tK\x03\x85q\n\x86q\x0bRq\x0ce\x86q\rRq\x0e\x85q\x0f"
+    b"Rq\x10ceqxstable._canonical\n_restore_canonical\nq\x11h\x02]q\x12(K\x01h\x01h\x04}q\x13h\x06"
+    b"K\x02s\x86q\x14Rq\x15e\x86q\x16Rq\x17\x86q\x18."
+)
+
+
+def test_pickles_made_before_the_move_load():
+    from eqxstable._module._static import freeze, freeze_static
+
+    static, plain = pickle.loads(OLD_PICKLE)
+    # The canonical objects themselves, as a pickle made now gives them back.
+    assert static is freeze_static([1, {"a": 2}, {3}])
+    assert plain is freeze([1, {"a": 2}])
+    assert static.value == [1, {"a": 2}, {3}] and plain == [1, {"a": 2}]
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED.items()))
+def test_old_module_paths_are_the_moved_modules(old, new):
+    assert importlib.import_module(old) is importlib.import_module(new)
+    assert importlib.import_module(new).__name__ == new

@@ -21,7 +21,6 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
-from .._canonical import freeze
 from .._compat import code_qualname, flat_module_aux
 from .._keys import (
     FunctionKey,
@@ -32,7 +31,7 @@ from .._keys import (
     too_many_objects,
 )
 from .._keys._context import MAX_OBJECTS
-from .._static import Static, VIEW_BASES
+from .._module import freeze, Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import another_function, function_change
 

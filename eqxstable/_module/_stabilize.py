@@ -20,10 +20,10 @@ import jax
 import jax.tree_util as jtu
 import numpy as np
 
-from ._caches import cache_clears
-from ._errors import StabilityWarning, warn
-from ._keys import warns_hash_without_eq
-from ._registry import intern
+from .._caches import cache_clears
+from .._errors import StabilityWarning, warn
+from .._keys import warns_hash_without_eq
+from .._registry import intern
 from ._static import freeze, freeze_static, Static
 
 
