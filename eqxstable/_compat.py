@@ -17,6 +17,12 @@ What is new where, and what older versions get instead:
   `STORE_FRAMES` holds the code of such functions, found by watching a store, so that the
   `StableModule` field descriptor recognizes the store as Equinox's (`_module/_access.py`).
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
+- JAX >= 0.9 explains a tracing-cache miss from `jax._src.interpreters.partial_eval` (its
+  `explain`), before the trace, and names the function in its trace event. Older JAX (0.5.3 to
+  0.8) logs another text from `jax._src.pjit` after the trace, and JAX 0.5 names no function in
+  its events, so the doctor cannot pair an explanation with its compile there:
+  `EXPLAINS_JIT_MISSES` is `False`, and the doctor and the pytest plugin leave plain `jax.jit`
+  out (the report says so) rather than miscount it.
 - No JAX version has a public way to make a weakly typed array: `weak_convert` uses the function
   `jnp.asarray(0.1)` itself ends in, and falls back to a strongly typed conversion if it moves.
 """
@@ -177,6 +183,20 @@ def code_qualname(code: types.CodeType) -> str:
         if isinstance(ref, types.FunctionType) and ref.__code__ is code:
             return ref.__qualname__
     return code.co_name
+
+
+def _explains_jit_misses() -> bool:
+    try:
+        from jax._src.interpreters import partial_eval
+    except ImportError:
+        return False
+    return callable(getattr(partial_eval, "explain", None))
+
+
+# Whether this JAX explains a `jax.jit` miss where and as the doctor reads it (JAX >= 0.9: from
+# `partial_eval`'s logger, before the trace). `tests/test_compat.py` checks it against what JAX
+# logs, so that a move either way is noticed.
+EXPLAINS_JIT_MISSES: bool = _explains_jit_misses()
 
 
 def _weak_converter() -> Callable[..., Any] | None:

@@ -64,6 +64,14 @@ if [[ -n "${FLOORS_VENV:-}" ]]; then
     # Kept for reruns while debugging one combination; delete it by hand afterwards.
     venv="$FLOORS_VENV"
     [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+    # A kept venv of the other row (the floor's Python 3.10 given to `newest`) would get that
+    # row's versions installed over its own, on the wrong Python: refuse instead.
+    version='import sys; print("%d.%d" % sys.version_info[:2])'
+    if [[ "$("$venv/bin/python" -c "$version")" != "$("$python" -c "$version")" ]]; then
+        echo "test-floors.sh: $venv is a venv of Python $("$venv/bin/python" -c "$version"), not" \
+            "of $("$python" -c "$version") as the $mode row needs: give another FLOORS_VENV" >&2
+        exit 2
+    fi
 else
     venv="$(mktemp -d /tmp/eqxstable-floors.XXXXXX)"
     trap 'rm -rf "$venv"' EXIT

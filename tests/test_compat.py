@@ -5,6 +5,7 @@ still where it is looked for (else keys silently fall back to identity, or every
 on the declared floors (`scripts/test-floors.sh`) they check the fallback itself.
 """
 
+import logging
 import types
 
 import equinox as eqx
@@ -17,6 +18,7 @@ import eqxstable as es
 from eqxstable import _compat
 from eqxstable._compat import (
     code_qualname,
+    EXPLAINS_JIT_MISSES,
     flat_module_aux,
     jit_parts,
     LEGACY_MODULE_AUX,
@@ -185,6 +187,51 @@ def test_weak_convert_falls_back_to_a_strong_conversion(monkeypatch):
     monkeypatch.setattr(_compat, "_CONVERT", None)
     x = _compat.weak_convert(jnp.asarray(2, dtype=jnp.int32), jnp.float32)
     assert x.dtype == jnp.float32 and not x.weak_type and float(x) == 2.0
+
+
+def test_the_doctor_reads_jax_jit_misses_exactly_where_jax_explains_them():
+    # The tripwire for `EXPLAINS_JIT_MISSES`: what JAX logs for a `jax.jit` miss, and when. The
+    # doctor reads JAX >= 0.9's explanation (from `_LOGGER`, logged before the trace event that
+    # names the function); the floor (JAX 0.5.3) logs from `jax._src.pjit` after the trace. If
+    # either moves, the flag no longer says what JAX does and this fails.
+    from eqxstable._doctor import _jax_jit
+
+    seen: list[tuple[str, str]] = []
+    listening = True
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            # JAX < 0.9 also explains its own functions (`jnp.ones`'s `broadcast_in_dim`).
+            message = record.getMessage()
+            if message.startswith("TRACING CACHE MISS") and "tripwire_fn" in message:
+                seen.append(("log", record.name))
+
+    def listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if listening and event == "/jax/core/compile/jaxpr_trace_duration":
+            seen.append(("trace", str(kwargs.get("fun_name"))))
+
+    @jax.jit
+    def tripwire_fn(x):
+        return x * 2
+
+    handler = _Collect()
+    logging.getLogger("jax").addHandler(handler)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        with jax.explain_cache_misses(True):
+            tripwire_fn(jnp.ones(2))
+            seen.clear()
+            tripwire_fn(jnp.ones(3))  # a miss of a function JAX has seen: one explanation
+    finally:
+        listening = False
+        logging.getLogger("jax").removeHandler(handler)
+        unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+        if unregister is not None:
+            unregister(listener)
+    (log,) = [i for i, (what, _) in enumerate(seen) if what == "log"]
+    traces = [i for i, item in enumerate(seen) if item == ("trace", "tripwire_fn")]
+    reads = seen[log][1] == _jax_jit._LOGGER and bool(traces) and log < traces[0]
+    assert reads == EXPLAINS_JIT_MISSES, seen
 
 
 def test_an_equations_context_keeps_its_settings_in_slots():

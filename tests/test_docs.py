@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import eqxstable as es
+from eqxstable._compat import EXPLAINS_JIT_MISSES
 
 from .helpers import jax_explains_static_arguments
 
@@ -207,6 +208,11 @@ def test_docstring_examples_run(block: str, capsys):
     exec(compile(block, "<docstring example>", "exec"), {"__name__": "docstring_example"})
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="Python 3.10's code objects record no columns: two `lambda x: x + 1` on one line have "
+    "one code and are keyed equal, which is sound (they compute the same)",
+)
 def test_stable_key_docstring_needs_no_luck():
     # Two lambdas written separately, even on one line, are not equivalent (their code objects
     # differ by column): the docstring must not claim otherwise.
@@ -239,8 +245,17 @@ def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
         timeout=300,
     )
 
+    # pytest < 8 gives no reason after a `FAILED` line for `pytest.fail(..., pytrace=False)`
+    # (pytest 7.0, the floor of the `test` extra); the page shows pytest 8's.
+    short = not any(
+        line.startswith("FAILED ") and " - " in line for line in proc.stdout.split("\n")
+    )
+
     def normalise(lines: list[str]) -> list[str]:
-        return [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+        lines = [re.sub(r" in \d+\.\d+s", " in 0.00s", line) for line in lines]
+        return [
+            line.split(" - ")[0] if short and line.startswith("FAILED ") else line for line in lines
+        ]
 
     assert normalise(proc.stdout.strip().splitlines()) == normalise(expected)
     # The page's fixture example runs too, and passes.
@@ -262,8 +277,16 @@ def test_pytest_plugin_page_runs_as_shown(tmp_path: Path):
 # block that starts with `$ python -m eqxstable doctor ...` is what that command prints on stderr.
 
 
+# JAX < 0.9 (`EXPLAINS_JIT_MISSES`): the doctor ends every report with a note that plain
+# `jax.jit` compiles are not counted; the pages show JAX >= 0.9's reports.
+_NO_JAX_JIT_NOTE = re.compile(
+    r"\s*\(JAX \S+ does not explain its cache misses as JAX >= 0\.9 does.*?\)\s*$", re.DOTALL
+)
+
+
 def normalise_report(text: str) -> str:
     """A report without what varies from run to run: seconds, addresses, and so the wrapping."""
+    text = _NO_JAX_JIT_NOTE.sub("\n", text)
     text = re.sub(r"\b\d+\.\d+\b", "<seconds>", text)
     text = re.sub(r"0x[0-9a-f]+", "0x...", text)
     return " ".join(text.split())
@@ -300,6 +323,8 @@ def test_doctor_page_shows_reports():
 
 @pytest.mark.parametrize("command, shown", _shown_reports())
 def test_doctor_page_shows_what_the_doctor_prints(command: str, shown: str):
+    if "  jax  " in shown and not EXPLAINS_JIT_MISSES:
+        pytest.skip("the page shows `jax.jit` rows, which the doctor leaves out on JAX < 0.9")
     if "JAX's explanation: different input pytree" in shown and not jax_explains_static_arguments():
         pytest.skip("the page shows JAX's explanation of a static argument, which this JAX omits")
     assert normalise_report(doctor_report(command)) == normalise_report(shown)

@@ -18,6 +18,7 @@ import os
 import pathlib
 import re
 import sys
+import threading
 import types
 import uuid
 import weakref
@@ -491,6 +492,11 @@ def test_c_objects_with_hidden_state_are_identity():
     g = (lambda c: lambda x: x + next(c))(other)
     assert key(counter) == key(counter) and key(counter) != key(other)
     assert key(f) != key(g) and es.intern(other) is other and key(f).identity
+    # A C class's instances that hold state are never constants, whether or not the class is a
+    # heap type (a lock is one on every Python; `itertools`' classes since Python 3.12).
+    lock = threading.Lock()
+    assert key(lock).identity and key(itertools.repeat(1)).identity
+    assert key((lambda: lambda: lock.locked())()).identity
 
 
 def test_treedefs_by_node_data_type_exactly():

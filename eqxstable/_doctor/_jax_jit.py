@@ -16,6 +16,9 @@ Calls that hit JAX's cache run in C++ and are not seen, so `jax.jit` rows have n
 Explanations made while an `equinox.filter_jit` or stable `filter_jit` call runs belong to that
 call's row and are left out here. The records are withheld from the script's own logging unless
 the script's environment asked for them (`JAX_EXPLAIN_CACHE_MISSES`).
+
+JAX < 0.9 explains its misses otherwise (`_compat.EXPLAINS_JIT_MISSES`): there the watch turns
+nothing on, counts no `jax.jit` compile, and the report says so.
 """
 
 import logging
@@ -27,6 +30,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.monitoring
 
+from .._compat import EXPLAINS_JIT_MISSES
 from .._jit import COMPILE_EVENT, TRACE_EVENT
 
 
@@ -166,6 +170,9 @@ class JaxJitWatch(logging.Filter):
 
     def install(self) -> bool:
         """Turns JAX's explanations on. Returns whether this JAX can explain its misses."""
+        if not EXPLAINS_JIT_MISSES:
+            # Its explanations would be read wrongly, and JAX would log them to the script.
+            return False
         try:
             self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
             jax.config.update("jax_explain_cache_misses", True)

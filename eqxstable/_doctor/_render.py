@@ -5,6 +5,8 @@ import textwrap
 from collections import Counter
 from typing import Any
 
+import jax
+
 from ._jax_jit import JaxRecord
 from ._observe import Record
 
@@ -298,7 +300,9 @@ def render_text(report: dict[str, Any]) -> str:
         )
     if not hooks["jax_jit"]:
         notes.append(
-            "this JAX cannot explain its cache misses, so `jax.jit` compiles are not shown."
+            f"JAX {jax.__version__} does not explain its cache misses as JAX >= 0.9 does, so "
+            "plain `jax.jit` compiles are not counted here; `equinox.filter_jit` and "
+            "`eqxstable.filter_jit` are."
         )
     for note in notes:
         lines += ["", *_wrap(f"({note})", "", "")]

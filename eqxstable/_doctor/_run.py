@@ -4,6 +4,7 @@ with every `filter_jit` and `jax.jit` compile counted, and report when it ends, 
 import functools as ft
 import importlib.metadata
 import importlib.util
+import inspect
 import json
 import os
 import runpy
@@ -157,18 +158,33 @@ def _quiet_plugins_imported(addopts: str | None) -> str:
     """`PYTEST_ADDOPTS` for `-m pytest`: the pytest plugins the doctor imported before pytest
     started (eqxstable's own, and jaxtyping's through Equinox) cannot have their asserts
     rewritten, which pytest warns about, and a project's `filterwarnings = error` turns into a
-    start-up error. Those warnings only, for those plugins only, are ignored."""
+    start-up error. Those warnings only, for those plugins only (on pytest 7, for any
+    module), are ignored."""
     names = set()
     for entry in importlib.metadata.entry_points(group="pytest11"):
         name = entry.value.partition(":")[0].partition(".")[0]
         if name in sys.modules:
             names.add(name)
+    prefix = "Module already imported so cannot be rewritten"
+    if names and not _names_after_semicolon():
+        # Older pytest (7.0, the floor of the `test` extra) writes `rewritten: NAME`, and a `-W`
+        # message cannot hold a colon: there the filter is the message without the name.
+        names = {""}
     filters = [
-        f"-W 'ignore:Module already imported so cannot be rewritten; {name}"
-        ":pytest.PytestAssertRewriteWarning'"
+        f"-W 'ignore:{prefix}{'; ' if name else ''}{name}:pytest.PytestAssertRewriteWarning'"
         for name in sorted(names)
     ]
     return " ".join([*filters, addopts or ""]).strip()
+
+
+def _names_after_semicolon() -> bool:
+    # Whether the installed pytest writes the warning as `...rewritten; NAME` (pytest 8).
+    try:
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+
+        return "rewritten; " in inspect.getsource(AssertionRewritingHook._warn_already_imported)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
 
 
 def run(

@@ -4,6 +4,7 @@ modules), partials, bound methods, builtins, and `jax.jit` functions with all th
 
 import builtins
 import functools as ft
+import struct
 import types
 from collections.abc import Iterable, Mapping, Sequence, Set, Sized
 from typing import Any
@@ -251,10 +252,14 @@ def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return mutable(obj, ctx, content_ok)
 
 
-_HEAPTYPE = 1 << 9
-
-
 def _stateless(t: type) -> bool:
     # With no `__dict__` and no slots, only a class of C code can hold state (a lock, an
-    # `itertools.count`); `object()` and a Python class's instances hold none.
-    return all(c is object or c.__flags__ & _HEAPTYPE for c in t.__mro__)
+    # `itertools.count`); `object()` and a Python class's instances hold none. Told apart by the
+    # instances' size, not by whether the class is a heap type: a lock is one on every Python,
+    # and since Python 3.12 so are `itertools`' classes (3.13 keyed a count as a constant). A
+    # weak reference slot inside the object is no state.
+    size = t.__basicsize__ - (_POINTER if t.__weakrefoffset__ > 0 else 0)
+    return t.__itemsize__ == 0 and size == object.__basicsize__
+
+
+_POINTER = struct.calcsize("P")

@@ -7,7 +7,8 @@ field, a [`Hyper`][eqxstable._module._dynamic.Hyper] for a Python number in
 `eqxstable.field(dynamic=True)`.
 Attribute reads (`self.cfg` in the module's own code, `getattr`, `dataclasses.asdict`, the
 repr) go through this data descriptor instead and get the value to compute with: the value as
-it was assigned, or the dynamic number as a weakly typed array.
+it was assigned (a dynamic number too, once its stored words are checked), or, inside a trace,
+the dynamic number as a weakly typed array.
 
 One exception: Equinox's construction (`_ModuleMeta.__call__`) checks that no array is in a
 static field, by reading it. A static NumPy array is fine in a `StableModule` (its canonical

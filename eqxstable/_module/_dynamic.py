@@ -4,32 +4,39 @@ The field must be an array to `equinox.filter_jit` (so that a new value does not
 must not be one to the filters that users hand to gradients and optimisers
 (`equinox.is_inexact_array`, which `eqx.filter_grad`, `eqx.filter_value_and_grad` and the usual
 `optim.init(eqx.filter(model, eqx.is_inexact_array))` use). Both hold for an array of an integer
-dtype. So the number is stored in a [`Hyper`][] PyTree node whose one leaf is a `uint32` array
-holding the number's bits (an `int32` array for an `int`, a `bool` array for a `bool`), and the
-field reads back, through a descriptor, as the weakly typed array that `jnp.asarray(number)`
-gives *at the time of reading*:
+dtype. So the number is stored in a [`Hyper`][] PyTree node whose one leaf is an integer array
+holding the number's words and a checksum of them, and the field reads back, through a
+descriptor, as what was assigned:
 
-| assigned            | leaf (what JAX traces)           | read back (x64: 64 bits)   |
-|---------------------|----------------------------------|----------------------------|
-| `bool`              | `bool[]`                         | `bool[]`                   |
-| `int` (int32 range) | `int32[]`                        | weak `int32[]`             |
-| `float`             | `uint32[3]`: f32 and f64 bits    | weak `float32[]`           |
-| `complex`           | `uint32[6]`: c64 and c128 bits   | weak `complex64[]`         |
-| a larger `int`      | kept as the Python `int`: static | the `int`                  |
-| anything else       | kept as it is                    | as it is                   |
+| assigned            | leaf (what JAX traces)            | outside a trace | in a trace (x64)  |
+|---------------------|-----------------------------------|-----------------|-------------------|
+| `bool`              | `int32[2]`: 0 or 1, checksum      | the `bool`      | `bool[]`          |
+| `int` (int32 range) | `int32[2]`: the int, checksum     | the `int`       | weak int32 (64)   |
+| `float`             | `uint32[4]`: f32, f64, checksum   | the `float`     | weak float32 (64) |
+| `complex`           | `uint32[7]`: c64, c128, checksum  | the `complex`   | weak complex64    |
+| a larger `int`      | kept as the Python `int`: static  | the `int`       | the `int`         |
+| anything else       | kept as it is                     | as it is        | as it is          |
 
-Both precisions are stored, so a value built with x64 off reads back with float64 precision
-under `jax.enable_x64`. The kind (`"float"`, ...) and the field's name are the node's data, part
-of the PyTree structure: a model built with `2` and one built with `2.0` never share a compiled
-program.
+Outside a trace the read is the Python number itself, exactly as assigned (a float from its
+double-precision words), so Python arithmetic between hyperparameters (`n * n // n`,
+`eps * eps / eps`) is exact, as with a plain field. Inside a trace it is the weakly typed array
+that `jnp.asarray(number)` gives *at the time of reading*, a JAX scalar like any other: 32-bit
+arithmetic unless x64 is on. Both precisions are stored, so a value built with x64 off is traced
+with float64 precision under `jax.enable_x64`. The kind (`"float"`, ...) and the field's name are
+the node's data, part of the PyTree structure: a model built with `2` and one built with `2.0`
+never share a compiled program.
 
 The leaf is an array to `eqx.is_array`, so arithmetic over all array leaves (an EMA or Polyak
-update of a target network, `optax.incremental_update`) reaches it. Such arithmetic can never
-silently give a wrong number: a leaf that comes back with another dtype (`0.9 * bits` is a
-float array) is refused as the node is rebuilt, with an error that names the field and the fix
-(`eqx.is_inexact_array`); a `float` or `complex` leaf whose words no longer agree (integer
-arithmetic that mixed two different values) is refused when the field is read. The same value on
-both sides (a target network's hyperparameter) comes back unchanged from integer arithmetic.
+update of a target network, `optax.incremental_update`, the sum of two models) reaches it. Such
+arithmetic can never silently give a wrong number when the field is read outside a trace: a
+leaf that comes back with another dtype (`0.9 * bits` is a float array) is refused as the node
+is rebuilt, with an error that names the field and the fix (`eqx.is_inexact_array`); a leaf of
+the right dtype whose words no longer match their checksum (integer arithmetic: `3 + 3` is not
+a stored 6) is refused when the field is read. The check runs once per node: the value checked
+is kept on the node (not in the PyTree), so later reads cost an attribute load. Selecting whole
+leaves (`jnp.where`, the maximum of two equal values, a copy, `eqx.tree_at` on other fields)
+keeps the words and their checksum, and reads back the value. A read inside a trace is not
+checked (that would cost every call).
 """
 
 from collections.abc import Callable
@@ -50,15 +57,20 @@ _INT32 = np.iinfo(np.int32)
 @jtu.register_pytree_node_class
 class Hyper:
     """A Python number stored by a dynamic field: `kind` (the Python type's name, static) and
-    `bits` (an integer array, the one PyTree leaf). See the module's docstring."""
+    `bits` (an integer array, the one PyTree leaf). See the module's docstring.
 
-    __slots__ = ("kind", "bits", "name")
+    `value` is the Python number the leaf was checked to hold (set when it is stored, else on the
+    first read outside a trace). It is not part of the PyTree: a node rebuilt from new leaves (tree
+    arithmetic, a jitted function's output) checks its leaf again when first read."""
 
-    def __init__(self, kind: str, bits: Any, name: str = "?"):
+    __slots__ = ("kind", "bits", "name", "value")
+
+    def __init__(self, kind: str, bits: Any, name: str = "?", value: Any = None):
         self.kind = kind
         self.bits = bits
         # `Class.field`, for the errors below.
         self.name = name
+        self.value = _UNCHECKED if value is None else value
 
     def tree_flatten(self) -> tuple[tuple[Any], tuple[str, str]]:
         return (self.bits,), (self.kind, self.name)
@@ -77,6 +89,10 @@ class Hyper:
         return (_unpickle, (self.kind, self.bits, self.name))
 
 
+# What `Hyper.value` holds before the leaf has been checked.
+_UNCHECKED: Any = object()
+
+
 MSG_ARITHMETIC = (
     "`{name}` is a dynamic field (`eqxstable.field(dynamic=True)`) holding a Python {kind}, "
     "stored as the {dtype} words of the number so that optimisers and gradients never train "
@@ -87,7 +103,7 @@ MSG_ARITHMETIC = (
     "stays as it was."
 )
 
-_DTYPES = {"bool": np.dtype(bool), "int": np.dtype(np.int32), "float": np.dtype(np.uint32)}
+_DTYPES = {"bool": np.dtype(np.int32), "int": np.dtype(np.int32), "float": np.dtype(np.uint32)}
 _DTYPES["complex"] = _DTYPES["float"]
 
 
@@ -122,24 +138,48 @@ def encode(value: Any, name: str = "?") -> Any:
     itself for anything else (an array, `None`, an `int` outside int32's range). `name` is the
     field's (`Class.field`), for errors."""
     t = type(value)
-    if t is bool:
-        return Hyper("bool", jnp.asarray(value), name)
-    if t is int:
-        if _INT32.min <= value <= _INT32.max:
-            return Hyper("int", jnp.asarray(value, dtype=jnp.int32), name)
+    if t is bool or (t is int and _INT32.min <= value <= _INT32.max):
+        kind = t.__name__
+        words = np.array([value], dtype=np.int32)
+    elif t is float:
+        kind = "float"
+        words = _words(value, np.float32, np.float64)
+    elif t is complex:
+        kind = "complex"
+        words = _words(value, np.complex64, np.complex128)
+    else:
         return value
-    if t is float:
-        return Hyper("float", _words(value, np.float32, np.float64), name)
-    if t is complex:
-        return Hyper("complex", _words(value, np.complex64, np.complex128), name)
-    return value
+    checksum = np.array([_checksum(kind, words)], np.uint32).view(words.dtype)
+    sealed = np.concatenate([words, checksum])
+    return Hyper(kind, jnp.asarray(sealed), name, value)
 
 
-def _words(value: Any, single: type, double: type) -> jax.Array:
+def _words(value: Any, single: type, double: type) -> np.ndarray:
     # A float beyond float32's range is `inf` there, as `jnp.asarray` makes it without x64.
     with np.errstate(over="ignore"):
         parts = [np.array([value], dtype=t).view(np.uint32) for t in (single, double)]
-    return jnp.asarray(np.concatenate(parts))
+    return np.concatenate(parts)
+
+
+_MASK = 0xFFFFFFFF
+# One seed a kind, so that the words of one kind never pass as another's.
+_SEEDS = {"bool": 0x9E3779B9, "int": 0x7F4A7C15, "float": 0x165667B1, "complex": 0x27D4EB2F}
+
+
+def _checksum(kind: str, words: np.ndarray) -> int:
+    """A 32-bit hash of a number's words (MurmurHash3's finaliser, chained). Elementwise integer
+    arithmetic over the words (`a + b`, `a * 2`, `a // 2`, `zeros_like`) gives words whose hash
+    is not the last word, except by a 1-in-2**32 chance; selecting whole leaves (`jnp.where`,
+    `jnp.maximum` of equal values) keeps it."""
+    h = _SEEDS[kind]
+    for w in words.view(np.uint32).tolist():
+        h ^= w
+        h ^= h >> 16
+        h = (h * 0x85EBCA6B) & _MASK
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & _MASK
+        h ^= h >> 16
+    return h
 
 
 def _x64() -> bool:
@@ -152,46 +192,57 @@ def _weak(x: Any, dtype: Any) -> Any:
     return weak_convert(x, dtype)
 
 
-# How many dimensions the leaf of one value has (a float's leaf holds three words).
-_NDIM = {"int": 0, "float": 1, "complex": 1}
+# How many words the leaf of one value has: the number's, then its checksum.
+_WORDS = {"bool": 2, "int": 2, "float": 4, "complex": 7}
 
 
 MSG_MIXED = (
     "`{name}` is a dynamic field (`eqxstable.field(dynamic=True)`) holding a Python {kind}, "
-    "stored as the words of the number in both precisions, and they no longer agree: integer "
-    "arithmetic over all array leaves mixed two different values. Apply arithmetic only to "
-    "trainable leaves: partition with `eqx.is_inexact_array` (as for `eqx.filter_grad` and "
-    "optax); the dynamic field then stays as it was."
+    "stored as the words of the number and a checksum, and they no longer agree: arithmetic "
+    "over all array leaves (a sum or mean of models, a scaling) changed the stored words. Apply "
+    "arithmetic only to trainable leaves: partition with `eqx.is_inexact_array` (as for "
+    "`eqx.filter_grad` and optax); the dynamic field then stays as it was."
 )
 
 
-def _consistent(kind: str, bits: np.ndarray) -> bool:
-    """Whether the single- and double-precision words stored for one number still agree."""
+def _consistent(kind: str, words: np.ndarray) -> bool:
+    """Whether the stored words still hold one number: the checksum matches, and (for a float or
+    complex) the single-precision words are the double-precision value rounded."""
+    if int(words[-1:].view(np.uint32)[0]) != _checksum(kind, words[:-1]):
+        return False
+    if kind in ("bool", "int"):
+        return kind == "int" or int(words[0]) in (0, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         if kind == "float":
-            single, double = bits[:1].view(np.float32)[0], bits[1:3].view(np.float64)[0]
+            single, double = words[:1].view(np.float32)[0], words[1:3].view(np.float64)[0]
         else:
-            single, double = bits[:2].view(np.complex64)[0], bits[2:6].view(np.complex128)[0]
+            single, double = words[:2].view(np.complex64)[0], words[2:6].view(np.complex128)[0]
         rounded = np.asarray(double).astype(single.dtype)
     if np.isnan(single) or np.isnan(rounded):
         return bool(np.isnan(single) and np.isnan(rounded))
     return rounded.tobytes() == np.asarray(single).tobytes()
 
 
-def _python_value(kind: str, bits: np.ndarray, x64: bool, name: str = "?") -> Any:
-    if kind == "int":
-        return int(bits)
-    if not _consistent(kind, bits):
+def _python_value(kind: str, words: np.ndarray, name: str = "?") -> Any:
+    """The Python number that the words of one value hold, exactly as it was assigned (a float
+    from its double-precision words); a `ValueError` naming the field if they were changed."""
+    if not _consistent(kind, words):
         raise ValueError(MSG_MIXED.format(name=name, kind=kind))
+    if kind == "bool":
+        return bool(words[0])
+    if kind == "int":
+        return int(words[0])
     if kind == "float":
-        return float(bits[1:3].view(np.float64)[0] if x64 else bits[:1].view(np.float32)[0])
-    return complex(bits[2:6].view(np.complex128)[0] if x64 else bits[:2].view(np.complex64)[0])
+        return float(words[1:3].view(np.float64)[0])
+    return complex(words[2:6].view(np.complex128)[0])
 
 
 def _traced(kind: str, bits: Any, x64: bool) -> Any:
     bitcast = jax.lax.bitcast_convert_type
+    if kind == "bool":
+        return bits[..., 0] != 0
     if kind == "int":
-        return _weak(bits, jnp.int64 if x64 else jnp.int32)
+        return _weak(bits[..., 0], jnp.int64 if x64 else jnp.int32)
     if kind == "float":
         value = bitcast(bits[..., 1:3], jnp.float64) if x64 else bitcast(bits[..., 0], jnp.float32)
         return _weak(value, value.dtype)
@@ -204,17 +255,29 @@ def _traced(kind: str, bits: Any, x64: bool) -> Any:
 
 
 def decode(h: Hyper) -> Any:
-    """The value a dynamic field reads back as: the weakly typed array that `jnp.asarray` of the
-    stored Python number gives now (with or without x64). A `Hyper` whose leaf is not an array
-    (`None` after `eqx.filter`, a placeholder of a JAX transformation) is returned as it is."""
+    """The value a dynamic field reads back as. Outside a trace: the Python number assigned,
+    exactly (its type, its value, `-0.0` and NaN payloads included), once its words are checked.
+    Inside a trace (or for a stack of values, from `eqx.filter_vmap` over an ensemble): the
+    weakly typed array that `jnp.asarray` of the number gives now (with or without x64). A
+    `Hyper` whose leaf is not an array (`None` after `eqx.filter`, a placeholder of a JAX
+    transformation) is returned as it is."""
+    value = h.value
+    if value is not _UNCHECKED:
+        return value
     bits, kind = h.bits, h.kind
     if not isinstance(bits, (jax.Array, np.ndarray)):
         return h
-    if kind == "bool":
-        return bits
-    x64 = _x64()
-    if not isinstance(bits, Tracer) and bits.ndim == _NDIM[kind]:
-        # One value, outside a trace: the Python number, given to `jnp.asarray` as it was.
-        return jnp.asarray(_python_value(kind, np.asarray(bits), x64, h.name))
-    # Inside a trace, or a stack of values (`eqx.filter_vmap` over an ensemble of models).
-    return _traced(kind, bits, x64)
+    if isinstance(bits, Tracer):
+        return _traced(kind, bits, _x64())
+    words = np.asarray(bits)
+    if words.dtype == jax.dtypes.float0:
+        return h
+    if words.shape == (_WORDS[kind],):
+        h.value = value = _python_value(kind, words, h.name)
+        return value
+    if words.ndim == 0 or words.shape[-1] != _WORDS[kind]:
+        raise ValueError(MSG_MIXED.format(name=h.name, kind=kind))
+    # A stack of values outside a trace: each checked, read back as an array.
+    for row in words.reshape(-1, words.shape[-1]):
+        _python_value(kind, row, h.name)
+    return _traced(kind, bits, _x64())

@@ -115,8 +115,11 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
         rebuilding the module with a new value (a learning rate, a dropout rate, a weight decay)
         does not recompile; `eqx.is_inexact_array` does not see it, so `eqx.filter_grad` and an
         optimiser set up with `eqx.filter(model, eqx.is_inexact_array)` leave it as it was. It
-        reads back as the weakly typed array `jnp.asarray(value)` gives (in the current
-        precision), so a `bfloat16` model times a dynamic `0.1` stays `bfloat16`. Any other
+        reads back as the Python number assigned, exactly, outside a trace; inside one, as the
+        weakly typed array `jnp.asarray(value)` gives (in the current precision), so a
+        `bfloat16` model times a dynamic `0.1` stays `bfloat16`. Arithmetic over all array
+        leaves that changes the stored words raises a `ValueError` naming the field when it
+        is next read outside a trace. Any other
         value (an array, `None`, a larger `int`) is kept as it is. A user `converter=` runs
         first. Cannot be combined with `static=True`. How it is stored: `eqxstable/_dynamic.py`.
     - `**kwargs`: everything else is passed to `equinox.field` (`static`, `converter`,
