@@ -12,10 +12,13 @@ from ._errors import (
     StabilityWarning as StabilityWarning,
     StaleProgramError as StaleProgramError,
 )
+from ._moved import install as _install_moved
 
+
+# Pickles made before the module layer moved into `_module/` name its old paths.
+_install_moved()
 
 if typing.TYPE_CHECKING:
-    from ._field import field as field
     from ._jit import (
         CacheInfo as CacheInfo,
         filter_jit as filter_jit,
@@ -24,9 +27,8 @@ if typing.TYPE_CHECKING:
         report as report,
     )
     from ._keys import stable_key as stable_key
-    from ._module import StableModule as StableModule
+    from ._module import field as field, stabilize as stabilize, StableModule as StableModule
     from ._registry import intern as intern, lookup as lookup, register as register
-    from ._stabilize import stabilize as stabilize
 
 
 try:
@@ -39,7 +41,7 @@ except importlib.metadata.PackageNotFoundError:  # Run from a source tree that i
 # must not import JAX or Equinox into other projects' test sessions (jaxtyping's import hook
 # refuses to instrument a package that is already imported).
 _LAZY = {
-    "field": "._field",
+    "field": "._module",
     "CacheInfo": "._jit",
     "filter_jit": "._jit",
     "Miss": "._jit",
@@ -50,7 +52,7 @@ _LAZY = {
     "intern": "._registry",
     "lookup": "._registry",
     "register": "._registry",
-    "stabilize": "._stabilize",
+    "stabilize": "._module",
 }
 
 

@@ -15,7 +15,7 @@ What is new where, and what older versions get instead:
 - Equinox's construction stores a converter's result with `object.__setattr__` (Equinox 0.13);
   older Equinox calls `setattr`, through the `__setattr__` of the class it builds for `__init__`.
   `STORE_FRAMES` holds the code of such functions, found by watching a store, so that the
-  `StableModule` field descriptor recognizes the store as Equinox's (`_access.py`).
+  `StableModule` field descriptor recognizes the store as Equinox's (`_module/_access.py`).
 - `CodeType.co_qualname` (Python 3.11): `code_qualname` asks a live function on Python 3.10.
 - JAX >= 0.9 explains a tracing-cache miss from `jax._src.interpreters.partial_eval` (its
   `explain`), before the trace, and names the function in its trace event. Older JAX (0.5.3 to

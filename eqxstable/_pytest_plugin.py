@@ -70,14 +70,14 @@ class TraceWatch:
         self._listening = False
 
     def start(self) -> "TraceWatch":
-        from ._jit._accounting import miss_listeners
+        from ._jit import miss_listeners
 
         miss_listeners.append(self._on_miss)
         self._listening = True
         return self
 
     def stop(self) -> None:
-        from ._jit._accounting import miss_listeners
+        from ._jit import miss_listeners
 
         if self._listening:
             self._listening = False
@@ -91,7 +91,7 @@ class TraceWatch:
 
     def wrappers(self) -> list[Any]:
         """Every stable wrapper alive now or traced during the test."""
-        from ._jit._accounting import live_wrappers
+        from ._jit import live_wrappers
 
         found = {id(w): w for w in live_wrappers}
         found.update(self._traced)
@@ -216,7 +216,7 @@ def no_recompiles() -> Iterator[None]:
     stable `filter_jit` that has already traced once *during the test* raises
     `es.RecompileError` instead of tracing again (its first trace in the test is allowed, even
     if an earlier test compiled it for other arguments)."""
-    from ._jit._guards import no_recompiles_within
+    from ._jit import no_recompiles_within
 
     with no_recompiles_within():
         yield

@@ -25,7 +25,7 @@ from eqxstable._compat import (
     STORE_FRAMES,
 )
 from eqxstable._jit._cache import node_data
-from eqxstable._static import Static
+from eqxstable._module._static import Static
 
 from .helpers import count_traces, enable_x64
 

@@ -17,7 +17,7 @@ import optax
 import pytest
 
 import eqxstable as es
-from eqxstable._static import Static
+from eqxstable._module._static import Static
 
 from .helpers import compile_log, counting_filter_jit
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import eqxstable as es
-from eqxstable._static import Static
+from eqxstable._module._static import Static
 
 from .helpers import counting_filter_jit
 from .test_module import _KEY, _X, CASES, LambdaField

@@ -25,7 +25,7 @@ import yaml
 from hypothesis import assume, given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._canonical import Canonical, key_of
+from eqxstable._module._canonical import Canonical, key_of
 
 from .helpers import counting_filter_jit
 

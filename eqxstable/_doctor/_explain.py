@@ -15,8 +15,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._jit import diff, Miss, Signature
-from .._jit._signature import render_path, short_repr
+from .._jit import argument_path, diff, Miss, short_repr, Signature
 
 
 _HISTORY = 64
@@ -66,7 +65,7 @@ def static_items(args: tuple, kwargs: dict) -> dict[str, Any]:
         children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
         if treedef.num_nodes == 1 and treedef.num_leaves == 1:
             if not eqx.is_array(x):
-                found[render_path(keypath)] = x
+                found[argument_path(keypath)] = x
             return
         if isinstance(x, eqx.Module):
             # What the instance stores is what Equinox compares (a `StableModule`'s attribute
@@ -75,7 +74,7 @@ def static_items(args: tuple, kwargs: dict) -> dict[str, Any]:
             for field in dataclasses.fields(x):
                 if field.metadata.get("static", False):
                     value = stored.get(field.name, getattr(x, field.name, None))
-                    found[f"{render_path(keypath)}.{field.name}"] = value
+                    found[f"{argument_path(keypath)}.{field.name}"] = value
         for child_path, child in children:
             walk(child, keypath + tuple(child_path))
 

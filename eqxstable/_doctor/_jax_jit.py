@@ -32,13 +32,12 @@ import jax
 import jax.monitoring
 
 from .._compat import EXPLAINS_JIT_MISSES
+from .._jit import COMPILE_EVENT, TRACE_EVENT
 
 
 _LOGGER = "jax._src.interpreters.partial_eval"
 # With a persistent compilation cache, the same option makes these loggers warn too.
 _ALSO_LOUDER = ("jax._src.compiler", "jax._src.compilation_cache")
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _FIRST = re.compile(r"never seen function:\n\s+(?P<name>.+?) id=\d+(?: defined at (?P<at>\S+))?")
 _AGAIN = re.compile(r"\n  for (?P<name>.+?)(?: defined at (?P<at>\S+))?\n")
 _SAME_LINE = "seen another function defined on the same line"
@@ -229,7 +228,7 @@ class JaxJitWatch(logging.Filter):
         if not self._listening:
             return
         pending = self._pending
-        if event == _TRACE_EVENT:
+        if event == TRACE_EVENT:
             explained, pending.explained = pending.explained, []
             pending.traced = True
             if self.busy() or not explained:
@@ -242,7 +241,7 @@ class JaxJitWatch(logging.Filter):
             record.misses.append(match[-1].miss)
             record.trace_seconds += duration_secs
             pending.last = record
-        elif event == _COMPILE_EVENT:
+        elif event == COMPILE_EVENT:
             last, pending.last = pending.last, None
             traced, pending.traced = pending.traced, False
             name = kwargs.get("fun_name")

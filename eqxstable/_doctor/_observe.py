@@ -27,19 +27,21 @@ import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
-from .._jit import Miss, signature
-from .._jit._fun import split_fun, static_key
-from .._jit._program import fun_names
+from .._jit import (
+    COMPILE_EVENT,
+    fun_names,
+    LOWER_EVENT,
+    Miss,
+    signature,
+    split_fun,
+    static_key,
+    TRACE_EVENT,
+)
 from .._keys import key_uses_identity, stable_key
 from .._keys._origin import library_code
 from . import _reuse
 from ._explain import added_miss, AddedMiss, explain_miss, ObservedMiss, StaticHistory
 from ._predict import Decision, donated, Predictor, ShadowWrapper
-
-
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 class _Frame:
@@ -333,14 +335,14 @@ class Observer:
         if not (self._listening and frames) or frames[-1].lowering:
             return
         frame = frames[-1]
-        if event == _COMPILE_EVENT:
+        if event == COMPILE_EVENT:
             frame.compiled = True
             frame.compile_seconds += duration_secs
-        elif event == _TRACE_EVENT:
+        elif event == TRACE_EVENT:
             frame.trace_seconds += duration_secs
             if self.hooks[1] == "jax.monitoring":
                 frame.traced = True
-        elif event == _LOWER_EVENT:
+        elif event == LOWER_EVENT:
             frame.compiled = True
 
     # -- per call -----------------------------------------------------------------------------

@@ -24,14 +24,24 @@ from typing import Any, NamedTuple
 import jax.tree_util as jtu
 from jax.core import Tracer
 
-from .._jit import Miss, Signature, signature
-from .._jit._accounting import not_compiled
-from .._jit._bind import Binder
-from .._jit._cache import Cache, Entry
-from .._jit._describe import describe_change, rebound_advice
-from .._jit._fun import FunParts, split_fun, static_key
-from .._jit._program import explain_stable_miss, fun_names
-from .._jit._signature import _array_leaf, ArrayLeaf
+from .._jit import (
+    array_leaf as _array_leaf,
+    ArrayLeaf,
+    Binder,
+    Cache,
+    describe_change,
+    Entry,
+    explain_stable_miss,
+    fun_names,
+    FunParts,
+    Miss,
+    not_compiled,
+    rebound_advice,
+    Signature,
+    signature,
+    split_fun,
+    static_key,
+)
 from .._keys import compute, Key, Watch
 
 

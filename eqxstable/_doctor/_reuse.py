@@ -26,13 +26,13 @@ import equinox as eqx
 import jax
 import jax.tree_util as jtu
 
-from .._jit._cache import _leaves_of_first_arg  # pyright: ignore[reportPrivateUsage]
-from .._jit._fingerprint import (
-    _input,  # pyright: ignore[reportPrivateUsage]
-    AVAILABLE,
-    context,
-    key_of,
+from .._jit import (
+    FINGERPRINT_AVAILABLE,
+    fingerprint_key_of,
+    input_key,
+    leaves_of_first_arg,
     reusable,
+    trace_context,
     TRACE_ONLY,
     tree_key,
 )
@@ -47,7 +47,7 @@ class Retraced(Exception):
 def _equinox_order(jit_wrapper: Any, entry: Any, n_fun: int) -> list:
     # Equinox's jitted body takes two dicts, the donated one first, each flattened in the
     # order of its keys: "first" (the first argument's arrays), "fun", "rest".
-    n_first = _leaves_of_first_arg(entry.treedef)
+    n_first = leaves_of_first_arg(entry.treedef)
     dynamic = [i for i, m in enumerate(entry.dyn_sel) if m]
     groups = {
         "first": [i for i in dynamic if i < n_first],
@@ -79,14 +79,14 @@ def inputs(
     - `fun_arrays`: the function's own arrays.
     """
     donated, kept = entry.split(list(leaves))
-    if not AVAILABLE or not reusable(donated, kept, fun_arrays):
+    if not FINGERPRINT_AVAILABLE or not reusable(donated, kept, fun_arrays):
         return None
     try:
         stable = [*entry.donate_pos, *entry.keep_pos, *(("fun", j) for j in range(len(fun_arrays)))]
         position = {x: i for i, x in enumerate(_equinox_order(jit_wrapper, entry, len(fun_arrays)))}
         order = tuple(position[x] for x in stable)
         sizes = (len(donated), len(kept), len(fun_arrays))
-        return (which, sizes, order, tuple(map(_input, (*donated, *kept, *fun_arrays))))
+        return (which, sizes, order, tuple(map(input_key, (*donated, *kept, *fun_arrays))))
     except Exception:
         return None
 
@@ -116,11 +116,11 @@ def fingerprint(closed: Any, inputs: Hashable, out: Any) -> Hashable | None:
     if closed is None:
         return None
     try:
-        jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY, {})
+        jaxpr = jaxpr_key(closed, fingerprint_key_of, TRACE_ONLY, {})
         if jaxpr is None:
             return None
         leaves, treedef = jtu.tree_flatten(out)
-        parts = tuple(("array",) if eqx.is_array(x) else key_of(x) for x in leaves)
-        return (jaxpr, inputs, tree_key(treedef), parts, context(), jax.default_backend())
+        parts = tuple(("array",) if eqx.is_array(x) else fingerprint_key_of(x) for x in leaves)
+        return (jaxpr, inputs, tree_key(treedef), parts, trace_context(), jax.default_backend())
     except Exception:
         return None

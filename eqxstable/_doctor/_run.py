@@ -14,8 +14,7 @@ from typing import Any
 
 import equinox as eqx
 
-from .._jit import filter_jit as stable_filter_jit
-from .._jit._accounting import current, live_wrappers
+from .._jit import current, filter_jit as stable_filter_jit, live_wrappers
 from ._jax_jit import JaxJitWatch
 from ._observe import Observer
 from ._render import equinox_row, jax_row, prediction, render_text, stable_row, totals

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from .._jit._accounting import current
+from .._jit import current
 from ._jax_jit import JaxJitWatch
 from ._observe import Observer
 

@@ -156,7 +156,7 @@ class Call:
         "args",
         "kwargs",
         "entry",
-        "traced",
+        "miss_decided",
         "lowering",
         "committed",
         "notify",
@@ -172,7 +172,7 @@ class Call:
         self.entry = entry
         # Set when this call's miss was decided (by the traced body, or by the listener for a
         # compilation without a trace), so that it is decided once.
-        self.traced = False
+        self.miss_decided = False
         self.lowering = lowering
         # Set when this call's miss was recorded: a call that raises before that is not counted.
         self.committed = False
@@ -202,9 +202,11 @@ def notify(wrapper: Any, miss: Miss) -> None:
         listener(wrapper, miss)
 
 
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+# The `jax.monitoring` events of a trace, a lowering and an XLA compile, named once here for the
+# layer and the doctor (which listens to plain `jax.jit` too).
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
@@ -214,16 +216,16 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
         return
     if call.lowering:
         return
-    if event == _COMPILE_EVENT:
+    if event == COMPILE_EVENT:
         call.stats.compile_seconds += duration_secs
-    elif event == _TRACE_EVENT:
+    elif event == TRACE_EVENT:
         call.stats.trace_seconds += duration_secs
-    if event in (_LOWER_EVENT, _COMPILE_EVENT) and not call.traced:
+    if event in (LOWER_EVENT, COMPILE_EVENT) and not call.miss_decided:
         # JAX lowers and compiles without tracing again when only the input shardings changed,
         # or when this program was traced by `.lower()` before; for a new device it may even
         # reuse the lowering and only compile. That is still a miss. Deciding it at the first
         # of these events lets the guards raise before XLA compiles, where JAX allows it.
-        call.traced = True
+        call.miss_decided = True
         call.program.untraced_miss(call)
 
 

@@ -100,7 +100,7 @@ class Entry:
         "__weakref__",
     )
 
-    def __init__(self, key, treedef, leaves, mask, data, watch: Watch, donate: str):
+    def __init__(self, key, treedef, leaves, mask, data, watch: Watch, donated_args: str):
         self.key = key
         # `(leaf index or None, old key, new key)` when this entry was made because a static
         # changed in place: its first trace is then a miss of kind "mutated".
@@ -119,10 +119,10 @@ class Entry:
         self.compiled = 0
         self.adopt(leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
-        n_first = _leaves_of_first_arg(treedef)
-        if donate == "none":
+        n_first = leaves_of_first_arg(treedef)
+        if donated_args == "none":
             donated = [False] * len(leaves)
-        elif donate == "all":
+        elif donated_args == "all":
             donated = list(mask)
         else:
             donated = [m and i >= n_first for i, m in enumerate(mask)]
@@ -212,7 +212,7 @@ def _getter(indices: list[int]) -> Any:
     return operator.itemgetter(*indices)
 
 
-def _leaves_of_first_arg(treedef: Any) -> int:
+def leaves_of_first_arg(treedef: Any) -> int:
     args_def = treedef.children()[0]
     if args_def.num_nodes == 1 or not args_def.children():
         return 0
@@ -222,8 +222,8 @@ def _leaves_of_first_arg(treedef: Any) -> int:
 class Cache:
     """The entries of one jitted program."""
 
-    def __init__(self, donate: str, on_evict: Any = None):
-        self.donate = donate
+    def __init__(self, donated_args: str, on_evict: Any = None):
+        self.donated_args = donated_args
         # Bounded by the number of compiled programs the entries stand for (`CacheInfo.maxsize`);
         # the keys an entry is also found under after a trace changed its statics (`rekey`) are
         # kept apart, so that an entry weighs once.
@@ -325,7 +325,7 @@ class Cache:
             # to an equal value): the entry holds the newest objects from now on.
             entry.adopt(leaves, data, watch)
             return entry, False
-        entry = Entry(key, treedef, leaves, mask, data, watch, self.donate)
+        entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
         self.entries.set(key, entry)
         return entry, True
 

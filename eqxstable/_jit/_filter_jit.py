@@ -9,7 +9,7 @@ from typing import Any, Literal, overload, TypeVar
 from typing_extensions import ParamSpec
 
 from ._guards import OnRecompile
-from ._wrapper import _JitWrapper, DONATE, make_wrapper
+from ._wrapper import _JitWrapper, DONATE_MODES, make_wrapper
 
 
 _P = ParamSpec("_P")
@@ -26,18 +26,18 @@ _FORBIDDEN_JITKWARGS = (
     "out_shardings",
 )
 
-_MSG_DONATE = (
+_MSG_BAD_DONATE = (
     "`es.filter_jit(..., donate={donate!r})` is not a donation mode: use one of 'all', "
     "'all-except-first', 'warn', 'warn-except-first' or 'none'."
 )
-_MSG_ON_RECOMPILE = (
+_MSG_BAD_ON_RECOMPILE = (
     "`es.filter_jit(..., on_recompile={value!r})` is not an option: use 'ignore', 'warn' or "
     "'raise'."
 )
-_MSG_MAX_TRACES = (
+_MSG_BAD_MAX_TRACES = (
     "`es.filter_jit(..., max_traces={value!r})` should be a positive int or None (no limit)."
 )
-_MSG_JITKWARGS = (
+_MSG_BAD_JITKWARGS = (
     "`es.filter_jit(..., {name}=...)` is not supported: arrays are traced and everything else is "
     "static, and donation is chosen with `donate=...`."
 )
@@ -129,17 +129,17 @@ def filter_jit(
         Calls are dispatched asynchronously, as with `jax.jit`: errors raised with
         `equinox.error_if` surface when the result is used or blocked on.
     """
-    if donate not in DONATE:
-        raise ValueError(_MSG_DONATE.format(donate=donate))
+    if donate not in DONATE_MODES:
+        raise ValueError(_MSG_BAD_DONATE.format(donate=donate))
     if on_recompile not in ("ignore", "warn", "raise"):
-        raise ValueError(_MSG_ON_RECOMPILE.format(value=on_recompile))
+        raise ValueError(_MSG_BAD_ON_RECOMPILE.format(value=on_recompile))
     if max_traces is not None and (
         type(max_traces) is not int or max_traces < 1  # pyright: ignore[reportUnnecessaryComparison]
     ):
-        raise ValueError(_MSG_MAX_TRACES.format(value=max_traces))
+        raise ValueError(_MSG_BAD_MAX_TRACES.format(value=max_traces))
     for name in _FORBIDDEN_JITKWARGS:
         if name in jitkwargs:
-            raise ValueError(_MSG_JITKWARGS.format(name=name))
+            raise ValueError(_MSG_BAD_JITKWARGS.format(name=name))
     if fun is None:
         return ft.partial(
             filter_jit,

@@ -204,7 +204,7 @@ def reusable(*groups: list) -> bool:
     return all(isinstance(x, _ARRAYS) for group in groups for x in group)
 
 
-def _input(x: Any) -> Hashable:
+def input_key(x: Any) -> Hashable:
     if isinstance(x, np.ndarray):
         return (np.ndarray, jax.typeof(x))
     return (type(x), jax.typeof(x), x.sharding, x.format, getattr(x, "_committed", None))
@@ -216,7 +216,13 @@ def context() -> Hashable:
 
 
 def fingerprint(
-    closed: Any, out_tree: Any, donate: str, jitkwargs: tuple, donated: list, kept: list, dyn: Any
+    closed: Any,
+    out_tree: Any,
+    donated_args: str,
+    jitkwargs: tuple,
+    donated: list,
+    kept: list,
+    dyn: Any,
 ) -> Hashable | None:
     """The fingerprint of a traced call, or `None` where something in it cannot be keyed (the
     caller then compiles, which is always safe).
@@ -225,7 +231,8 @@ def fingerprint(
 
     - `closed`: the `ClosedJaxpr` the trace produced.
     - `out_tree`: the treedef of its output.
-    - `donate`, `jitkwargs`: the program's options.
+    - `donated_args`, `jitkwargs`: the program's options (whose leaves it donates, and the
+      options of `jax.jit`).
     - `donated`, `kept`, `dyn`: the arrays the call passes (concrete, see `reusable`).
 
     **Returns:** a hashable fingerprint, or `None`.
@@ -236,11 +243,11 @@ def fingerprint(
         jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY, {})
         if jaxpr is None:
             return None
-        inputs = tuple(map(_input, (*donated, *kept, *dyn)))
+        inputs = tuple(map(input_key, (*donated, *kept, *dyn)))
         return (
             jaxpr,
             inputs,
-            (donate, len(donated), len(kept), len(dyn)),
+            (donated_args, len(donated), len(kept), len(dyn)),
             key_of(jitkwargs),
             context(),
             jax.default_backend(),

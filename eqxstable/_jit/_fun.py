@@ -37,7 +37,7 @@ def split_fun(fun: Any) -> FunParts:
     return FunParts(treedef, mask, template, dynamic)
 
 
-def static_key(fun: Any, parts: FunParts, donate: str, jitkwargs: tuple) -> Any:
+def static_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -> Any:
     """The key of what a program is compiled for: the function without its arrays, keyed by
     [`eqxstable.stable_key`][] (so a rebuilt lambda, or a module holding one, finds the program),
     and the options. The tree structure is part of it: an array and an empty field (`None`)
@@ -52,4 +52,4 @@ def static_key(fun: Any, parts: FunParts, donate: str, jitkwargs: tuple) -> Any:
             static = (parts.template, tuple(node_data(parts.treedef, list(parts.template))))
     else:
         static = fun
-    return stable_key((parts.treedef, static, donate, jitkwargs))
+    return stable_key((parts.treedef, static, donated_args, jitkwargs))

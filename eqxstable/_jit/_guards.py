@@ -14,12 +14,12 @@ from ._accounting import current, Miss
 
 OnRecompile = Literal["ignore", "warn", "raise"]
 
-_MSG_MAX_TRACES = (
+_MSG_OVER_MAX_TRACES = (
     "`{name}` would be traced for the {count} time, but it was wrapped with "
     "`es.filter_jit(max_traces={max_traces})`. {reason} Either fix the cause, or raise "
     "`max_traces` if these compilations are expected."
 )
-_MSG_ON_RECOMPILE = (
+_MSG_RECOMPILE_REFUSED = (
     '`{name}` recompiled, and it was wrapped with `es.filter_jit(on_recompile="raise")`. {reason}'
 )
 _MSG_WARN = "`{name}` recompiled ({kind} at `{path}`): {reason}"
@@ -143,7 +143,7 @@ def check(
     count = traced_before + 1
     if max_traces is not None and count > max_traces:
         raise RecompileError(
-            _MSG_MAX_TRACES.format(
+            _MSG_OVER_MAX_TRACES.format(
                 name=name, count=_ordinal(count), max_traces=max_traces, reason=miss.reason
             )
         )
@@ -152,7 +152,7 @@ def check(
     if _frozen.get() or _traced_within(traced_before):
         raise RecompileError(_MSG_FROZEN.format(name=name, reason=miss.reason))
     if on_recompile == "raise":
-        raise RecompileError(_MSG_ON_RECOMPILE.format(name=name, reason=miss.reason))
+        raise RecompileError(_MSG_RECOMPILE_REFUSED.format(name=name, reason=miss.reason))
     if on_recompile == "warn":
         warnings.warn(
             _MSG_WARN.format(name=name, kind=miss.kind, path=miss.path, reason=miss.reason),

@@ -26,7 +26,7 @@ from ._fun import FunParts, static_key
 from ._guards import check
 from ._lru import LRU, sizes
 from ._reuse import Token, trace_sig
-from ._signature import _array_leaf, diff, Signature, signature, too_many_reason
+from ._signature import array_leaf, diff, Signature, signature, too_many_reason
 
 
 _HISTORY_SEARCHED = 64
@@ -166,15 +166,17 @@ class Program:
     The function's arrays are arguments of the program (donated with the rest under
     `donate="all"`), so wrappers of modules that differ only in their weights share it."""
 
-    def __init__(self, fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any], key):
+    def __init__(
+        self, fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[str, Any], key
+    ):
         self.fun_treedef = parts.treedef
         self.fun_mask = parts.mask
         self.name, self.qualname = fun_names(fun)
-        self.donate = donate
+        self.donated_args = donated_args
         self.jitkwargs = jitkwargs
         self.options = _options(jitkwargs)
         self.key = key
-        self.cache = Cache(donate, self._evicted)
+        self.cache = Cache(donated_args, self._evicted)
         self.bind = Binder(fun)
         # The signature of every call that compiled, oldest first: what a new miss is compared to
         # (the latest `sizes.entries` of them).
@@ -233,12 +235,15 @@ class Program:
             entry = call.entry if call is not None else owner
             assert entry is not None
             record = (
-                call is not None and call.program is self and not call.lowering and not call.traced
+                call is not None
+                and call.program is self
+                and not call.lowering
+                and not call.miss_decided
             )
             explained = None
             if record:
                 assert call is not None
-                call.traced = True
+                call.miss_decided = True
                 # Decide the miss and run the guards before the user's function is traced, so
                 # that a refused recompilation costs nothing and leaves nothing half-made.
                 explained = self._explain(call, entry)
@@ -268,7 +273,7 @@ class Program:
         body.__name__ = self.name
         body.__qualname__ = self.qualname
         # As `equinox.filter_jit`: every mode but "none" donates the function's own arrays too.
-        donate_argnums = () if self.donate == "none" else (0, 2)
+        donate_argnums = () if self.donated_args == "none" else (0, 2)
         return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
 
     def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
@@ -280,7 +285,7 @@ class Program:
         if sig is not None and call.wrapper._dynamic:
             # The function's own arrays are arguments of the program too (`fun.weight`).
             fun_leaves = tuple(
-                (f"fun{jtu.keystr(path)}", _array_leaf(x))
+                (f"fun{jtu.keystr(path)}", array_leaf(x))
                 for (path, x) in call.wrapper._array_paths()
             )
             sig = Signature(sig.leaves + fun_leaves, sig.nodes)
@@ -406,17 +411,17 @@ def _options(jitkwargs: dict[str, Any]) -> tuple:
     return tuple(sorted(jitkwargs.items()))
 
 
-def get_program(fun: Any, parts: FunParts, donate: str, jitkwargs: dict[str, Any]) -> Program:
+def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[str, Any]) -> Program:
     """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
     an equivalent function."""
     _release()
-    key = static_key(fun, parts, donate, _options(jitkwargs))
+    key = static_key(fun, parts, donated_args, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
         alias = _aliases.get(key)
         if alias is not None and _same_objects(alias, parts):
             return alias[0]
-        program = Program(fun, parts, donate, jitkwargs, key)
+        program = Program(fun, parts, donated_args, jitkwargs, key)
         _shared.set(key, program)
     return program
 
@@ -437,7 +442,7 @@ def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
     (`es.filter_jit(f)` or `es.filter_jit(m.method)` made again) reuses it. The key of what can
     change in place names it by identity (a rebound cell, a list), so an equivalent copy made
     elsewhere in the changed state, which never ran this trace, does not find it."""
-    key = static_key(fun, parts, program.donate, _options(program.jitkwargs))
+    key = static_key(fun, parts, program.donated_args, _options(program.jitkwargs))
     if key != program.key and key not in _shared:
         # Only for these very objects: a function rebuilt over the same shared object (a list
         # the trace appends to) has this key too, but it never ran the trace, and traced now it

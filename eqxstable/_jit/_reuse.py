@@ -164,7 +164,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         call.notify = True
     traced_at = time.perf_counter()
     fp = fingerprint(
-        traced.jaxpr, traced.out_tree, program.donate, program.options, donated, kept, dyn
+        traced.jaxpr, traced.out_tree, program.donated_args, program.options, donated, kept, dyn
     )
     fingerprinted_at = time.perf_counter()
     stats = call.stats

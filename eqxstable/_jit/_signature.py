@@ -21,7 +21,6 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
-from .._canonical import freeze
 from .._compat import code_qualname, flat_module_aux
 from .._keys import (
     FunctionKey,
@@ -32,7 +31,7 @@ from .._keys import (
     too_many_objects,
 )
 from .._keys._context import MAX_OBJECTS
-from .._static import Static, VIEW_BASES
+from .._module import freeze, Static, VIEW_BASES
 from ._accounting import Miss, MissKind
 from ._describe import another_function, function_change
 
@@ -83,7 +82,7 @@ class Signature:
     nodes: tuple[tuple[str, Node], ...]
 
 
-def render_path(keypath: Sequence[Any]) -> str:
+def argument_path(keypath: Sequence[Any]) -> str:
     """Renders a key path into `(args, kwargs)` as `args[0].mlp.activation` / `kwargs['x']`."""
     if not keypath:
         return "(args, kwargs)"
@@ -119,7 +118,7 @@ def _aval(x: Any) -> Any:
     return jax.core.get_aval(x)  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def _array_leaf(x: Any) -> ArrayLeaf:
+def array_leaf(x: Any) -> ArrayLeaf:
     try:
         aval = _aval(x)
     except TypeError:
@@ -160,10 +159,10 @@ def _node(x: Any, treedef: Any) -> Node:
 def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:
     children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        path = render_path(keypath)
-        leaves.append((path, _array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
+        path = argument_path(keypath)
+        leaves.append((path, array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
         return
-    nodes.append((render_path(keypath), _node(x, treedef)))
+    nodes.append((argument_path(keypath), _node(x, treedef)))
     for child_path, child in children:
         _walk(child, keypath + tuple(child_path), leaves, nodes)
 

@@ -38,7 +38,7 @@ class _State:
     __slots__ = (
         "fun",
         "parts",
-        "which",
+        "donated_args",
         "filter_warning",
         "jitkwargs",
         "verifying",
@@ -55,10 +55,12 @@ class _State:
         "__weakref__",
     )
 
-    def __init__(self, fun: Any, parts: FunParts, which: str, filter_warning: bool, jitkwargs):
+    def __init__(
+        self, fun: Any, parts: FunParts, donated_args: str, filter_warning: bool, jitkwargs
+    ):
         self.fun = fun
         self.parts = parts
-        self.which = which
+        self.donated_args = donated_args
         self.filter_warning = filter_warning
         self.jitkwargs = jitkwargs
         self.stats = Stats()
@@ -66,7 +68,7 @@ class _State:
         self.jit_id = new_jit_id()
         # The key of each leaf (its path in the function), made when first asked for.
         self.keys: list | None = None
-        self.use(get_program(fun, parts, which, jitkwargs), None)
+        self.use(get_program(fun, parts, donated_args, jitkwargs), None)
 
     def use(self, program: Program, rebound: tuple[str, str] | None) -> None:
         """Calls `program` from now on, with the function as it is now."""
@@ -99,7 +101,7 @@ class _State:
             key, self.fun_watch = compute(self.fun)
             if key != old:
                 self.resplit()
-                program = get_program(self.fun, self.parts, self.which, self.jitkwargs)
+                program = get_program(self.fun, self.parts, self.donated_args, self.jitkwargs)
                 rebound = None
                 if self.stats.calls:
                     # Before its first call, a wrapper has nothing stale to explain.
@@ -515,8 +517,9 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-# Donation mode -> (which leaves are donated, whether "donated buffers were not usable" is hidden).
-DONATE: dict[str, tuple[str, bool]] = {
+# The user's donation mode (`donate=`) -> (`donated_args`: whose leaves a program donates, "all",
+# "all-except-first" or "none"; whether "donated buffers were not usable" is hidden).
+DONATE_MODES: dict[str, tuple[str, bool]] = {
     "all": ("all", True),
     "all-except-first": ("all-except-first", True),
     "warn": ("all", False),
@@ -535,8 +538,8 @@ def make_wrapper(
 ) -> _JitWrapper:
     """The wrapper of `fun` with these (already checked) options."""
     parts = split_fun(fun)
-    which, filter_warning = DONATE[donate]
-    state = _State(fun, parts, which, filter_warning, jitkwargs)
+    donated_args, filter_warning = DONATE_MODES[donate]
+    state = _State(fun, parts, donated_args, filter_warning, jitkwargs)
     # Decided once: reading the environment on every call would cost the hit path.
     state.verifying = _verify.enabled(verify)
     program = state.program

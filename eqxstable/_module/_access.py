@@ -2,8 +2,9 @@
 
 What JAX and Equinox see of a field is what its instance `__dict__` holds: Equinox's flatten
 reads `__dict__` directly and its unflatten writes with `object.__setattr__`. That is the
-canonical form: a [`Static`][eqxstable._static.Static] for a `StableModule`'s static field, a
-[`Hyper`][eqxstable._dynamic.Hyper] for a Python number in `eqxstable.field(dynamic=True)`.
+canonical form: a [`Static`][eqxstable._module._static.Static] for a `StableModule`'s static
+field, a [`Hyper`][eqxstable._module._dynamic.Hyper] for a Python number in
+`eqxstable.field(dynamic=True)`.
 Attribute reads (`self.cfg` in the module's own code, `getattr`, `dataclasses.asdict`, the
 repr) go through this data descriptor instead and get the value to compute with: the value as
 it was assigned (a dynamic number too, once its stored words are checked), or, inside a trace,
@@ -24,7 +25,7 @@ from typing import Any
 
 import equinox as eqx
 
-from ._compat import EQX_CALL, STORE_FRAMES
+from .._compat import EQX_CALL, STORE_FRAMES
 from ._dynamic import decode, Hyper
 from ._static import Static
 

@@ -48,7 +48,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
-from ._compat import weak_convert
+from .._compat import weak_convert
 
 
 _INT32 = np.iinfo(np.int32)

@@ -29,6 +29,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._errors import StabilityWarning
+from .._keys import stable_key, too_many_objects, warns_hash_without_eq
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -43,8 +45,6 @@ from ._canonical import (
     ReadOnlySet,
     VIEW_BASES,
 )
-from ._errors import StabilityWarning
-from ._keys import stable_key, too_many_objects, warns_hash_without_eq
 
 
 class _Anchor:
@@ -436,7 +436,7 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
     - `leaf`: called as `leaf(x, path)` on every other value; by default the value is kept.
     - `path`: where `obj` is, passed on to `leaf` as `(path, index)`, `(path, (key,))` or
         `(path, "{...}")` for an element of a list, dict or set, so that `leaf` can name the
-        place of a bad value (see `render_path` in `_stabilize.py`).
+        place of a bad value (see `field_path` in `_stabilize.py`).
 
     **Returns:**
 
@@ -454,7 +454,7 @@ def freeze(obj: Any, leaf: _Leaf | None = None, path: Any = None) -> Any:
 def _restore(value: Any) -> Static:
     # Unpickling and copying: the leaves in a canonical value are canonical already, except
     # copies of them (a deep copy), which `intern` maps back.
-    from ._registry import intern
+    from .._registry import intern
 
     return freeze_static(value, lambda x, _: intern(x))
 

@@ -1,10 +1,10 @@
 """`eqxstable.field`: `equinox.field` with `dynamic=True` for swept Python hyperparameters.
 
-A dynamic field is stored by its converter (a [`Hyper`][eqxstable._dynamic.Hyper] node holding
-the number's bits) and read back through a descriptor (`_access.FieldAccess`). The descriptor
-can only be put on the class once the dataclass machinery is done with it, after the class
-body, so the field notes its class when Python creates it (`__set_name__`) and the descriptor
-is installed by the next module construction (or at once, by `StableModule`).
+A dynamic field is stored by its converter (a [`Hyper`][eqxstable._module._dynamic.Hyper] node
+holding the number's bits) and read back through a descriptor (`_access.FieldAccess`). The
+descriptor can only be put on the class once the dataclass machinery is done with it, after the
+class body, so the field notes its class when Python creates it (`__set_name__`) and the
+descriptor is installed by the next module construction (or at once, by `StableModule`).
 """
 
 import dataclasses
@@ -73,7 +73,7 @@ unpickle_hooks.append(install_pending)
 
 class _ToHyper:
     """The converter of a dynamic field: the user's converter first, then a Python number is
-    stored as a [`Hyper`][eqxstable._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
+    stored as a [`Hyper`][eqxstable._module._dynamic.Hyper] (see `eqxstable/_dynamic.py`)."""
 
     __slots__ = ("converter", "name", "__signature__")
 

@@ -65,18 +65,10 @@ def _restore(kind: type, value: Any) -> Any:
 
 
 def _restore_canonical(kind: type, value: Any) -> Any:
-    from ._registry import intern
+    from .._registry import intern
     from ._static import freeze
 
     return freeze(_ordered(kind, value), lambda x, _: intern(x))
-
-
-def freeze(obj: Any, leaf: Callable[[Any, Any], Any] | None = None, path: Any = None) -> Any:
-    """[`eqxstable._static.freeze`][], the walk that makes these forms (imported from here by
-    the jit layer)."""
-    from ._static import freeze
-
-    return freeze(obj, leaf, path)
 
 
 def _ordered(kind: type, value: Any) -> Any:

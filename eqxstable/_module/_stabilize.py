@@ -20,10 +20,10 @@ import jax
 import jax.tree_util as jtu
 import numpy as np
 
-from ._caches import cache_clears
-from ._errors import StabilityWarning, warn
-from ._keys import warns_hash_without_eq
-from ._registry import intern
+from .._caches import cache_clears
+from .._errors import StabilityWarning, warn
+from .._keys import warns_hash_without_eq
+from .._registry import intern
 from ._static import freeze, freeze_static, Static
 
 
@@ -43,7 +43,7 @@ MSG_ARRAY_IN_STATIC_FIELD = (
     "must not be trained, filter it out or wrap its use in `jax.lax.stop_gradient`. A NumPy "
     "array is fine in a static field: it is kept read-only."
 )
-MSG_HASH_WITHOUT_EQ = (
+MSG_FIELD_HASH_WITHOUT_EQ = (
     "`{call}`: `{path}` holds an instance of `{cls}`, a class that defines `__hash__` but not "
     "`__eq__`, so it can only be compared by identity and a rebuilt one always recompiles. "
     "Define `__eq__` consistently with `__hash__` in `{cls}` (or make it a frozen dataclass)."
@@ -243,7 +243,7 @@ class _Walk:
             # module rebuilt from equivalent parts must be the same static value.
             return intern(self.module(obj, path, True))
         if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
-            where = dict(call=self.call, path=render_path(path), field=_field_of(path))
+            where = dict(call=self.call, path=field_path(path), field=_field_of(path))
             if self.warn_arrays:
                 # As `equinox.Module` does (with the same first sentence): a warning, and the
                 # array kept, compared by identity.
@@ -311,7 +311,7 @@ class _Walk:
         # such an object would only be keyed by identity anyway, so it is kept as it is.
         cls = f"{type(obj).__module__}.{type(obj).__qualname__}"
         warn(
-            MSG_HASH_WITHOUT_EQ.format(call=self.call, path=render_path(path), cls=cls),
+            MSG_FIELD_HASH_WITHOUT_EQ.format(call=self.call, path=field_path(path), cls=cls),
             StabilityWarning,
         )
         return obj
@@ -320,7 +320,7 @@ class _Walk:
 _PLAIN_STATIC = (str, bool, type(None))
 
 
-def render_path(path: Any) -> str:
+def field_path(path: Any) -> str:
     """`("Net", ".layers"), 0), ".table")` as `Net.layers[0].table`."""
     parts = []
     while type(path) is tuple:
