@@ -285,3 +285,16 @@ def test_the_fingerprint_leaves_out_the_rules_of_custom_derivatives():
     assert jaxpr_key(jax.make_jaxpr(make())(jnp.ones(2)), key_of) != jaxpr_key(
         jax.make_jaxpr(make())(jnp.ones(2)), key_of
     )
+
+
+def test_equinox_flatten_is_where_the_fingerprint_reads_it():
+    # `_fingerprint.param_key` keys Equinox's `filter_primitive` `Flatten` by what it recorded;
+    # if Equinox moves it, such traces are keyed by identity (no reuse, verify mode refuses the
+    # programs of lineax's `linear_solve`): this test notices first.
+    from eqxstable._jit import _fingerprint
+
+    assert _fingerprint._Flatten is not None
+    flatten = _fingerprint._Flatten()
+    assert not flatten.called()
+    flatten((1, None))
+    assert flatten.called() and flatten.get() == (flatten.treedef_out, flatten.static_out)

@@ -29,6 +29,7 @@ import jax.tree_util as jtu
 from .._jit import (
     FINGERPRINT_AVAILABLE,
     fingerprint_key_of,
+    fingerprint_param_key,
     input_key,
     leaves_of_first_arg,
     reusable,
@@ -116,7 +117,7 @@ def fingerprint(closed: Any, inputs: Hashable, out: Any) -> Hashable | None:
     if closed is None:
         return None
     try:
-        jaxpr = jaxpr_key(closed, fingerprint_key_of, TRACE_ONLY, {})
+        jaxpr = jaxpr_key(closed, fingerprint_param_key, TRACE_ONLY, {})
         if jaxpr is None:
             return None
         leaves, treedef = jtu.tree_flatten(out)

@@ -47,4 +47,5 @@ from ._signature import (
 # Names of `_fingerprint.py` that would say too little outside it.
 FINGERPRINT_AVAILABLE = _fingerprint.AVAILABLE
 fingerprint_key_of = _fingerprint.key_of
+fingerprint_param_key = _fingerprint.param_key
 trace_context = _fingerprint.context

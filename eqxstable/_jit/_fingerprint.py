@@ -25,12 +25,13 @@ notices).
 
 import enum
 import struct
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import jax
 import numpy as np
 
+from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 
 
@@ -45,6 +46,13 @@ try:
     from jax._src.stages import Traced as _Traced
 except ImportError:  # pragma: no cover
     _Traced = None
+
+try:
+    # Equinox's `filter_primitive`s (lineax's `linear_solve`) take a fresh `Flatten` every bind,
+    # filled by the rule with the output's structure: keyed by what it holds (`param_key`).
+    from equinox.internal._primitive import Flatten as _Flatten
+except ImportError:  # pragma: no cover - moved: keyed by identity, such traces never match.
+    _Flatten = None
 
 # Older JAX (0.5) has no `Traced.out_tree`: there every miss compiles, as before.
 AVAILABLE = (
@@ -158,6 +166,46 @@ def key_of(x: Any) -> Hashable:
     return _Same(x)
 
 
+def param_key(x: Any) -> Hashable:
+    """`key_of` for what a jaxpr holds (equation parameters, literals): an object `key_of` keys
+    by identity, a function for instance (a `filter_primitive`'s static part holds the lambdas
+    of a lineax operator, made afresh by every trace), is keyed by `eqxstable.stable_key` where
+    that is a value key: the same rule as a static argument's, so equal keys trace and lower the
+    same. Unlike an output's leaves, a parameter is never handed back to the caller, so an
+    equivalent object may stand for another here."""
+    t = type(x)
+    # Containers by what they hold now: two traces whose parameters hold equal values lower
+    # the same (a parameter is read while lowering, never later).
+    if t is tuple or t is list:
+        return (t, tuple(map(param_key, x)))
+    if t is dict:
+        return (t, tuple((param_key(k), param_key(v)) for k, v in x.items()))
+    if isinstance(x, _TreeDef):
+        return tree_key(x, param_key)
+    k = key_of(x)
+    if type(k) is not _Same or isinstance(x, (type, enum.Enum)):
+        return k
+    if _is_flatten(x):
+        if not x.called():
+            return k
+        leaves, static_tree = jax.tree_util.tree_flatten(x.static_out)
+        return (
+            "flatten",
+            tree_key(x.treedef_out, param_key),
+            tree_key(static_tree, param_key),
+            tuple(map(param_key, leaves)),
+        )
+    if isinstance(x, tuple):  # A tuple subclass: its items may hold functions.
+        return k
+    # An identity key names this very object (weakly: never a later one with its `id`), with
+    # what it holds now.
+    return ("stable", stable_key(x))
+
+
+def _is_flatten(x: Any) -> bool:
+    return _Flatten is not None and type(x) is _Flatten
+
+
 def _dtype_key(dtype: np.dtype) -> Hashable:
     """A plain dtype by its type, scalar type, byte order and size, and name (`<V2` is every
     2-byte extension type); a structured or subarray dtype, or one with metadata, by identity:
@@ -175,16 +223,17 @@ def _dtype_key(dtype: np.dtype) -> Hashable:
     return known[1]
 
 
-def tree_key(treedef: Any) -> Hashable:
-    """A treedef by value, its node data by `key_of` (`PyTreeDef.__eq__` compares node data with
-    `==`, so that `1`, `1.0` and `True` collide)."""
+def tree_key(treedef: Any, key: Callable[[Any], Hashable] | None = None) -> Hashable:
+    """A treedef by value, its node data by `key` (`key_of` by default; `PyTreeDef.__eq__`
+    compares node data with `==`, so that `1`, `1.0` and `True` collide)."""
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         return "*"
     node = treedef.node_data()
     if node is None:
         return ("?", _Same(treedef))
     kind, data = node
-    return (_Same(kind), key_of(data), tuple(map(tree_key, treedef.children())))
+    key = key_of if key is None else key
+    return (_Same(kind), key(data), tuple(tree_key(c, key) for c in treedef.children()))
 
 
 def top_level() -> bool:
@@ -240,7 +289,7 @@ def fingerprint(
     if not AVAILABLE:
         return None
     try:
-        jaxpr = jaxpr_key(closed, key_of, TRACE_ONLY, {})
+        jaxpr = jaxpr_key(closed, param_key, TRACE_ONLY, {})
         if jaxpr is None:
             return None
         inputs = tuple(map(input_key, (*donated, *kept, *dyn)))

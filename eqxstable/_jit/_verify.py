@@ -19,7 +19,7 @@ import jax
 
 from .._errors import StaleProgramError
 from .._keys._jaxpr import jaxpr_key
-from ._fingerprint import key_of, TRACE_ONLY
+from ._fingerprint import param_key, TRACE_ONLY
 from ._reuse import Detach, real_token
 
 
@@ -41,9 +41,9 @@ def enabled(flag: bool | None) -> bool:
 
 def _fingerprint(closed: Any) -> tuple[Any, str, tuple]:
     """The jaxpr by value, as a miss compares it with the compiled programs
-    (`_fingerprint.key_of`), with its text for the message. Where it cannot be keyed by value,
+    (`_fingerprint.param_key`), with its text for the message. Where it cannot be keyed by value,
     its text and constants are compared."""
-    key = jaxpr_key(closed, key_of, TRACE_ONLY)
+    key = jaxpr_key(closed, param_key, TRACE_ONLY)
     if key is not None:
         return key, str(closed.jaxpr), ()
     consts = []

@@ -70,6 +70,9 @@ class Static(tuple):
     cell, as anywhere else), whatever its own `==` says.
     """
 
+    # Read by the keys layer (`_keys/_rules.py`), which may not import this layer above it.
+    eqxstable_static_form = True
+
     def __new__(cls, value: Any, has_array: bool, parts: tuple) -> "Static":
         anchor = _Anchor()
         self = tuple.__new__(cls, (value, has_array, parts, anchor))
