@@ -7,9 +7,10 @@ It holds everything the executable depends on:
   literals and constants by their bytes, effects, each equation's context. Parameters are keyed
   strictly (`key_of`): Python values by exact type and value (floats by their bits); JAX's own
   objects that are no functions (abstract values, shardings, meshes, a `custom_jvp`'s rule as a
-  `WrappedFun`) by JAX's own `==`, which JAX's caches rely on; every other object, a callback's
-  function included, by identity. So a jaxpr is equal only where every transformation of it is
-  too (a gradient reads a `custom_jvp`'s rule from the jaxpr);
+  `WrappedFun`) by JAX's own `==`, which JAX's caches rely on; containers by their contents;
+  every other object (a callback's function, a lineax operator's lambda) by `stable_key`, the rule
+  of a static argument (`param_key`). So a jaxpr is equal only where every transformation of it
+  is too (a gradient reads a `custom_jvp`'s rule from the jaxpr);
 - the input arrays' types, abstract values (shape, dtype, weak type), shardings, layouts and
   whether they are committed to a device;
 - which inputs are donated, and the jit options (compiler options among them);
