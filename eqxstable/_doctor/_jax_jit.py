@@ -21,6 +21,7 @@ JAX < 0.9 explains its misses otherwise (`_compat.EXPLAINS_JIT_MISSES`): there t
 nothing on, counts no `jax.jit` compile, and the report says so.
 """
 
+import importlib.util
 import logging
 import re
 import threading
@@ -48,13 +49,26 @@ _UNAVAILABLE = "explanation unavailable"
 _PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
 
 
-# Where eqxstable's own programs are defined: a program traced inside an outer trace and
-# compiled at top level later is that stable `filter_jit`'s, counted (or not) in its own row.
-_PROGRAM_FILE = str(Path(__file__).parent.parent / "_jit" / "_program.py")
+# Where the `jax.jit`s inside a `filter_jit` are defined, eqxstable's programs and Equinox's: a
+# program traced inside an outer trace and compiled at top level later is that `filter_jit`'s,
+# counted (or not) in its own row, never a plain `jax.jit` row.
+def _program_files() -> frozenset[str]:
+    files = {str(Path(__file__).parent.parent / "_jit" / "_program.py")}
+    try:
+        # Equinox's `filter_jit` jits in `equinox/_jit.py` (if it moves: a row of its own).
+        origin = importlib.util.find_spec("equinox._jit").origin  # pyright: ignore
+    except (ImportError, AttributeError, ValueError):
+        origin = None
+    if origin:
+        files |= {origin, str(Path(origin).resolve())}
+    return frozenset(files)
+
+
+_PROGRAM_FILES = _program_files()
 
 
 def _ours(location: str) -> bool:
-    return location.rpartition(":")[0] == _PROGRAM_FILE
+    return location.rpartition(":")[0] in _PROGRAM_FILES
 
 
 class JaxMiss(NamedTuple):
