@@ -260,7 +260,9 @@ def test_library_constants_stay_constants():
 
     k = key(uses_code)
     assert not k.identity
-    assert key(types.FunctionType(uses_code.__code__, globals())) == k
+    twin = types.FunctionType(uses_code.__code__, globals())
+    twin.__qualname__ = uses_code.__qualname__  # Python 3.10 takes it from `co_name`.
+    assert key(twin) == k
     assert key(os.environ).identity and es.intern(os.environ) is os.environ
     assert key(sys.argv).identity
     # Optax transforms, `jax.jit` wrappers and partials rebuilt are still one.
@@ -518,7 +520,9 @@ class WithProperty:
 
 def test_descriptors_by_the_functions_they_run():
     prop = WithProperty.__dict__["scale"]
-    twin = property(types.FunctionType(prop.fget.__code__, globals()))
+    fget = types.FunctionType(prop.fget.__code__, globals())
+    fget.__qualname__ = prop.fget.__qualname__  # Python 3.10 takes it from `co_name`.
+    twin = property(fget)
     assert key(prop) == key(twin) and key(prop) != key(property(lambda self: SCALE))
     before = key(prop)
     globals()["SCALE"] = 3.0
