@@ -170,10 +170,10 @@ def key_of(x: Any) -> Hashable:
 def param_key(x: Any) -> Hashable:
     """`key_of` for what a jaxpr holds (equation parameters, literals): an object `key_of` keys
     by identity, a function for instance (a `filter_primitive`'s static part holds the lambdas
-    of a lineax operator, made afresh by every trace), is keyed by `eqxstable.stable_key` where
-    that is a value key: the same rule as a static argument's, so equal keys trace and lower the
-    same. Unlike an output's leaves, a parameter is never handed back to the caller, so an
-    equivalent object may stand for another here."""
+    of a lineax operator, made afresh by every trace), is keyed by `eqxstable.stable_key`: the
+    same rule as a static argument's (a value key on the allowlist, identity otherwise), so equal
+    keys trace and lower the same. Unlike an output's leaves, a parameter is never handed back
+    to the caller, so an equivalent object may stand for another here."""
     t = type(x)
     # Containers by what they hold now: two traces whose parameters hold equal values lower
     # the same (a parameter is read while lowering, never later).
@@ -196,7 +196,7 @@ def param_key(x: Any) -> Hashable:
             tree_key(static_tree, param_key),
             tuple(map(param_key, leaves)),
         )
-    if isinstance(x, tuple):  # A tuple subclass: its items may hold functions.
+    if isinstance(x, tuple):  # A tuple subclass with attributes of its own: left to identity.
         return k
     # An identity key names this very object (weakly: never a later one with its `id`), with
     # what it holds now.
