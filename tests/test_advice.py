@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
-from eqxstable._jit._describe import rebound_advice
+from eqxstable._jit._advice import rebound_advice
 
 
 TRACES = 0

@@ -19,9 +19,10 @@ from ._accounting import (
     not_compiled as not_compiled,
     TRACE_EVENT as TRACE_EVENT,
 )
+from ._advice import rebound_advice as rebound_advice
 from ._bind import Binder as Binder
 from ._cache import Cache as Cache, Entry as Entry, leaves_of_first_arg as leaves_of_first_arg
-from ._describe import describe_change as describe_change, rebound_advice as rebound_advice
+from ._describe import describe_change as describe_change
 from ._filter_jit import filter_jit as filter_jit
 from ._fingerprint import (
     input_key as input_key,

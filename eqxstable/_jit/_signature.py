@@ -33,7 +33,7 @@ from .._keys import (
 from .._keys._context import MAX_OBJECTS
 from .._module import freeze, Static, VIEW_BASES
 from ._accounting import Miss, MissKind
-from ._describe import another_function, function_change
+from ._advice import another_function, function_change
 
 
 _SCALARS = (bool, int, float, complex)

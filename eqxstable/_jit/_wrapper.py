@@ -16,7 +16,8 @@ from typing_extensions import ParamSpec
 from .._keys import compute, stable_key
 from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded, Stats
-from ._describe import describe_change, rebound_advice
+from ._advice import rebound_advice
+from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._lru import sizes
