@@ -23,6 +23,7 @@ from ._advice import rebound_advice as rebound_advice
 from ._bind import Binder as Binder
 from ._cache import Cache as Cache, Entry as Entry, leaves_of_first_arg as leaves_of_first_arg
 from ._describe import describe_change as describe_change
+from ._explain import diff as diff, explain_stable_miss as explain_stable_miss
 from ._filter_jit import filter_jit as filter_jit
 from ._fingerprint import (
     input_key as input_key,
@@ -32,13 +33,12 @@ from ._fingerprint import (
 )
 from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
-from ._program import explain_stable_miss as explain_stable_miss, fun_names as fun_names
+from ._program import fun_names as fun_names
 from ._report import report as report
 from ._signature import (
     argument_path as argument_path,
     array_leaf as array_leaf,
     ArrayLeaf as ArrayLeaf,
-    diff as diff,
     short_repr as short_repr,
     Signature as Signature,
     signature as signature,

@@ -16,77 +16,16 @@ import jax.tree_util as jtu
 from jax.core import Tracer
 
 from .._caches import cache_clears
-from .._keys import too_many_objects
 from . import _reuse
 from ._accounting import Call, current, live_wrappers, Miss, notify
 from ._bind import Binder
 from ._cache import Cache, Entry, node_data, same_node_data
-from ._describe import describe_change
+from ._explain import explain_stable_miss
 from ._fun import FunParts, static_key
 from ._guards import check
 from ._lru import LRU, sizes
 from ._reuse import Token, trace_sig
-from ._signature import array_leaf, diff, Signature, signature, too_many_reason
-
-
-_HISTORY_SEARCHED = 64
-_MSG_UNEXPLAINED = (
-    "`{name}` compiled for arguments nested too deeply to compare with earlier calls."
-)
-
-
-def explain_stable_miss(
-    name: str,
-    rebound: tuple[str, str] | None,
-    mutated: tuple | None,
-    sig: Signature | None,
-    history: list[Signature],
-) -> Miss:
-    """Why a call of the program of `name` traced: the one explanation of a miss, used by the
-    programs and by the doctor's prediction (`eqxstable._doctor._predict`).
-
-    **Arguments:**
-
-    - `name`: the jitted function's name.
-    - `rebound`: `(what, advice)` when a value the function reads was rebound after it was
-        used (`_State.rebound`), else `None`.
-    - `mutated`: the entry's `(index, old key, new key)` when a static argument was changed in
-        place after it was used (`Entry.mutated`), else `None`.
-    - `sig`: the call's signature, the function's own arrays included; `None` for arguments
-        nested too deeply to compare.
-    - `history`: the signatures of the program's earlier misses.
-
-    **Returns:**
-
-    The [`eqxstable.Miss`][].
-    """
-    if rebound is not None:
-        what, advice = rebound
-        reason = (
-            f"{what}, so `{name}` was traced again instead of reusing the program "
-            f"compiled before the change; {advice}."
-        )
-        return Miss("mutated", name, reason)
-    if mutated is not None:
-        index, old, new = mutated
-        path = "(a static field)"
-        if index is not None and sig is not None:
-            path = sig.leaves[index][0]
-        if too_many_objects(new):
-            return Miss("identity", path, too_many_reason(path))
-        what = describe_change(old, new)
-        reason = (
-            f"`{path}` is the same object as before, but it was changed in place after it "
-            f"was used ({what}), so it was traced again instead of reusing the program "
-            "compiled before the change; "
-            "pass what changes as an array argument, or keep it unchanged."
-        )
-        return Miss("mutated", path, reason)
-    if sig is None:
-        return Miss("first", "", _MSG_UNEXPLAINED.format(name=name))
-    # The closest entry is searched among the latest signatures only, so that a function
-    # with very many programs does not pay for all of them on each miss.
-    return diff(history[-_HISTORY_SEARCHED:], sig, name)
+from ._signature import array_leaf, Signature, signature
 
 
 class Mixed:
