@@ -9,7 +9,8 @@ reads mutmut's results into one score.
 - mutmut skips decorated functions, and most key handlers are `@compound` (the cycle and depth
   guard): `@deco def f` becomes `def f` followed by `f = deco(f)`, which is the same program;
 - the functions of a mutated file that are outside this measurement (the tracing and explaining
-  code of `_jit/_program.py`; only its program-sharing logic is measured) and those that only run
+  code of `_jit/_program.py`; only the program-sharing logic, now in `_jit/_sharing.py`, is
+  measured) and those that only run
   when a module is imported (no test can select them) get `# pragma: no mutate block`.
 
 `score` counts mutmut's verdicts and prints the score as its last line: killed (a test failed, or
@@ -42,11 +43,13 @@ MODULES = (
     "eqxstable/_registry.py",
     "eqxstable/_jit/_cache.py",
     "eqxstable/_jit/_program.py",
+    "eqxstable/_jit/_sharing.py",
 )
 
 # In these files only the named top-level functions and classes are measured.
 ONLY = {
-    "eqxstable/_jit/_program.py": {"get_program", "alias_program", "_options", "_clear_all"},
+    "eqxstable/_jit/_program.py": {"_options"},
+    "eqxstable/_jit/_sharing.py": {"get_program", "alias_program", "_clear_all"},
 }
 
 # Run only while a module is imported, before any test: no test can select their mutants.

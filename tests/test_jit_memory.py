@@ -15,7 +15,7 @@ import pytest
 from jax.experimental import sparse
 
 import eqxstable as es
-from eqxstable._jit import _program
+from eqxstable._jit import _sharing
 from eqxstable._jit._lru import LRU, sizes
 
 
@@ -118,7 +118,7 @@ def test_a_live_wrapper_keeps_its_program_across_jax_clear_caches():
 def test_program_registry_is_an_lru(small_sizes):
     small_sizes.programs = 3
     wrappers = [es.filter_jit(_closure_over(np.full(4, float(i)))) for i in range(10)]
-    assert len(_program._shared) == 3
+    assert len(_sharing._shared) == 3
     # Evicted from the registry, each wrapper still calls its own program.
     for i, w in enumerate(wrappers):
         assert float(w(jnp.zeros(()))) == 4.0 * i

@@ -21,9 +21,10 @@ from ._describe import describe_change
 from ._fun import FunParts, split_fun
 from ._lowered import Lowered
 from ._lru import sizes
-from ._program import alias_program, get_program, Program, unuse, use
+from ._program import Program
 from ._reuse import Detach, detached, detached_token, first_call, Guest, real_token
 from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
+from ._sharing import alias_program, get_program, unuse, use
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
