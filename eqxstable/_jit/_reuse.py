@@ -19,12 +19,19 @@ rules included.
 """
 
 import time
+import warnings
 import weakref
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from ._accounting import Call, not_compiled, notify, settle_loaded
 from ._fingerprint import context, fingerprint, reusable, top_level
 from ._runtime_error import _has_callback, raises_at_run_time  # pyright: ignore[reportPrivateUsage]
+
+
+if TYPE_CHECKING:
+    # Only for the annotations: both import this module.
+    from ._program import Program
+    from ._state import _State
 
 
 class Detach(Exception):
@@ -226,3 +233,25 @@ def detached(program: Any, call: Call, entry: Any, donated: list, kept: list, dy
     own = detached_token(program, entry)
     out = own.jitted(donated, kept, dyn, own)
     return out
+
+
+def slow_call(
+    program: "Program", call: Call, entry: Any, donated: list, kept: list, dyn: Any, state: "_State"
+) -> Any:
+    """A call that is not a plain hit: the first call of an entry (which looks for a program
+    compiled for an equal trace), or one whose donated buffers JAX may warn about."""
+    if state.filter_warning:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable*")
+            return _dispatch(program, call, entry, donated, kept, dyn)
+    return _dispatch(program, call, entry, donated, kept, dyn)
+
+
+def _dispatch(program: "Program", call: Call, entry: Any, donated: list, kept: list, dyn: Any):
+    token = entry.token
+    if token is None:
+        return first_call(program, call, entry, donated, kept, dyn)
+    try:
+        return token.jitted(donated, kept, dyn, token)
+    except Detach:
+        return detached(program, call, entry, donated, kept, dyn)

@@ -4,27 +4,23 @@ and its life as a pytree (its leaves are the function's arrays, as with `equinox
 import copy
 import dataclasses
 import functools as ft
-import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, NamedTuple, TYPE_CHECKING, TypeVar
+from typing import Any, Generic, NamedTuple, TYPE_CHECKING, TypeVar
 
 import equinox as eqx
 import jax
 import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
-from .._keys import compute, stable_key
 from . import _verify
-from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded, Stats
-from ._advice import rebound_advice
-from ._describe import describe_change
-from ._fun import FunParts, split_fun
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded
+from ._fun import split_fun
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
-from ._reuse import Detach, detached, detached_token, first_call, Guest, real_token
-from ._runtime_error import equinox_error, new_jit_id, raises_at_run_time
-from ._sharing import alias_program, get_program, unuse, use
+from ._reuse import Detach, detached, detached_token, Guest, real_token, slow_call
+from ._runtime_error import equinox_error, raises_at_run_time
+from ._state import _Aux, _State
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -33,170 +29,11 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class _State:
-    """What a wrapper shares with its copies (made by unflattening it as a pytree, or by
-    `copy.copy`): they are one jitted function, so they count, and recompile, together."""
-
-    __slots__ = (
-        "fun",
-        "parts",
-        "donated_args",
-        "filter_warning",
-        "jitkwargs",
-        "verifying",
-        "program",
-        "fun_key",
-        "fun_watch",
-        "watching",
-        "rebound",
-        "stats",
-        "jit_id",
-        "aux",
-        "names",
-        "keys",
-        "__weakref__",
-    )
-
-    def __init__(
-        self, fun: Any, parts: FunParts, donated_args: str, filter_warning: bool, jitkwargs
-    ):
-        self.fun = fun
-        self.parts = parts
-        self.donated_args = donated_args
-        self.filter_warning = filter_warning
-        self.jitkwargs = jitkwargs
-        self.stats = Stats()
-        # The `__equinox_jit_id__` of this function's frames (see `_runtime_error.py`).
-        self.jit_id = new_jit_id()
-        # The key of each leaf (its path in the function), made when first asked for.
-        self.keys: list | None = None
-        self.use(get_program(fun, parts, donated_args, jitkwargs), None)
-
-    def use(self, program: Program, rebound: tuple[str, str] | None) -> None:
-        """Calls `program` from now on, with the function as it is now."""
-        old = getattr(self, "program", None)
-        if old is not program:
-            use(program)
-            if old is not None:
-                unuse(old)
-        self.program = program
-        # What changed in the function, for the next miss: it is of kind "mutated".
-        self.rebound = rebound
-        self.resnapshot()
-
-    def __del__(self) -> None:
-        program = getattr(self, "program", None)
-        if program is not None:
-            unuse(program)
-
-    def resnapshot(self) -> None:
-        self.fun_key, self.fun_watch = compute(self.fun)
-        # Whether a call must look at the function at all (the hit path reads only this).
-        self.watching = bool(self.fun_watch) or self.rebound is not None
-
-    def refresh(self) -> Program:
-        """The program to call: the function itself may have changed since the last call (a
-        closure cell rebound, a global it reads reassigned). An equal key keeps the program; a
-        changed function gets the program of its new key, and its next miss says what changed."""
-        if not self.fun_watch.valid():
-            old = self.fun_key
-            key, self.fun_watch = compute(self.fun)
-            if key != old:
-                self.resplit()
-                program = get_program(self.fun, self.parts, self.donated_args, self.jitkwargs)
-                rebound = None
-                if self.stats.calls:
-                    # Before its first call, a wrapper has nothing stale to explain.
-                    what = describe_change(old, key)
-                    name = self.program.qualname
-                    rebound = (
-                        f"`{name}` had a value it reads rebound after it was used ({what})",
-                        rebound_advice(old, key),
-                    )
-                self.use(program, rebound)
-        elif self.rebound is not None:
-            self.rebound = None
-            self.watching = bool(self.fun_watch)
-        return self.program
-
-    def resplit(self) -> None:
-        """After the function changed: a module changed by force (`object.__setattr__`) has
-        other arrays or static fields than the wrapper took when it was made, and every call
-        must run the function as it is now (a new `aux` tells the wrappers to take them)."""
-        parts = split_fun(self.fun)
-        if not _same_split(parts, self.parts):
-            self.parts = parts
-            self.keys = None
-            aux = dataclasses.replace(self.aux, treedef=parts.treedef, template=parts.template)
-            object.__setattr__(aux, "state", self)
-            self.aux = aux
-
-    def traced(self, program: Program) -> None:
-        """After a call that traced `program`: what the function changed in itself while traced
-        (a `nonlocal` trace counter) is not a change after the program was made."""
-        self.resnapshot()
-        alias_program(program, self.fun, self.parts)
-
-
 MSG_SPLIT_CHANGED = (
     "`eqxstable.filter_jit`: the function `{name}` that this wrapper is a copy of was changed in "
     "place (`object.__setattr__`) after it was wrapped, so this copy's arrays and static parts no "
     "longer match it. Wrap the changed function again: `es.filter_jit({name})`."
 )
-
-
-def _same_split(a: FunParts, b: FunParts) -> bool:
-    return (
-        a.treedef == b.treedef
-        and len(a.template) == len(b.template)
-        and all(x is y for x, y in zip(a.template, b.template))
-        and len(a.dynamic) == len(b.dynamic)
-        and all(x is y for x, y in zip(a.dynamic, b.dynamic))
-    )
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Aux:
-    """A wrapper's pytree node data: the function's static part and the options.
-
-    Two wrappers of equivalent functions with the same options have equal node data: `==` is
-    `stable_key` equality (so `jax.jit` and the stable cache both see the same structure), and
-    the counters are in `state`, a slot that is no dataclass field, so part of neither.
-    """
-
-    __slots__ = (
-        "treedef",
-        "template",
-        "donate",
-        "max_traces",
-        "on_recompile",
-        "jitkwargs",
-        "verify",
-        "state",
-    )
-    treedef: Any
-    template: tuple
-    donate: str
-    max_traces: int | None
-    on_recompile: str
-    jitkwargs: tuple
-    verify: bool | None
-
-    if TYPE_CHECKING:
-        # Set once, after `__init__`; a class variable to the type checker, so that it is no
-        # dataclass field.
-        state: ClassVar[_State]
-
-    def __hash__(self) -> int:
-        # Only what cannot change: the key of the function's static part can (a closure cell
-        # rebound), and a hash must not.
-        options = (self.donate, self.max_traces, self.on_recompile, self.jitkwargs, self.verify)
-        return hash((self.treedef, *options))
-
-    def __eq__(self, other: object) -> bool:
-        # The key is computed afresh (it is memoised for functions while they are unchanged),
-        # never cached here, so that a function changed in place is compared as it is now.
-        return self is other or (type(other) is _Aux and stable_key(self) == stable_key(other))
 
 
 class _FunKey(NamedTuple):
@@ -333,7 +170,7 @@ class _JitWrapper(Generic[_P, _T]):
         current.call = call
         try:
             if token is None or state.filter_warning:
-                out = _slow_call(program, call, entry, donated, kept, self._dynamic, state)
+                out = slow_call(program, call, entry, donated, kept, self._dynamic, state)
             else:
                 try:
                     out = token.jitted(donated, kept, self._dynamic, token)
@@ -480,28 +317,6 @@ class _JitWrapper(Generic[_P, _T]):
 
     def __reduce__(self) -> tuple:
         return (_unpickle, (self.__wrapped__, *_options_of(self)))
-
-
-def _slow_call(
-    program: Program, call: Call, entry: Any, donated: list, kept: list, dyn: Any, state: _State
-) -> Any:
-    """A call that is not a plain hit: the first call of an entry (which looks for a program
-    compiled for an equal trace), or one whose donated buffers JAX may warn about."""
-    if state.filter_warning:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Some donated buffers were not usable*")
-            return _dispatch(program, call, entry, donated, kept, dyn)
-    return _dispatch(program, call, entry, donated, kept, dyn)
-
-
-def _dispatch(program: Program, call: Call, entry: Any, donated: list, kept: list, dyn: Any):
-    token = entry.token
-    if token is None:
-        return first_call(program, call, entry, donated, kept, dyn)
-    try:
-        return token.jitted(donated, kept, dyn, token)
-    except Detach:
-        return detached(program, call, entry, donated, kept, dyn)
 
 
 def _options_of(wrapper: _JitWrapper) -> tuple:
