@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eqxstable._keys import _code, _context, _origin, _values
+from eqxstable._keys import _code, _context, _imports, _origin, _values
 
 
 # mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
@@ -31,6 +31,7 @@ def _forget_key_caches():
     _context.memo.clear()
     _code._reads.clear()
     _code._sealed.clear()
+    _imports._imports.clear()
     _values._slot_names.clear()
     for cached in (
         _origin.library_file,

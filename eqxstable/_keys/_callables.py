@@ -5,6 +5,7 @@ modules), partials, bound methods, builtins, and `jax.jit` functions with all th
 import builtins
 import functools as ft
 import struct
+import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence, Set, Sized
 from typing import Any
@@ -14,6 +15,7 @@ import jax
 from .._compat import jit_parts
 from ._code import counter_cells, global_counters, lone_cell, reads, sealed_cells
 from ._context import compound, Ctx, identity, key, recall, too_deep
+from ._imports import Binding, imports
 from ._library import container, opaque, shallow
 from ._origin import (
     library_code_object,
@@ -31,6 +33,8 @@ _EMPTY = ("empty-cell",)
 _COUNTER = ("counter-cell",)
 # Builtins through which a function can read any global by a name its bytecode does not show.
 _DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
+# The import statement's own function, while no one has replaced it in a function's builtins.
+_IMPORT = builtins.__import__
 
 
 def fn_state(f: types.FunctionType) -> tuple:
@@ -152,6 +156,10 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
             continue
         if v is MISSING and "__getattr__" in d:
             return too_deep(m, ctx)
+        if v is MISSING and attr == "__dict__":
+            # `config.__dict__["LR"]` may read any name: a user's module is keyed whole, a
+            # library's (never walked whole) by nothing.
+            return too_deep(m, ctx) if library else key(m, ctx, False)
         ctx.names.append((d, attr, v))
         if v is MISSING:
             parts.append((attr, MISSING))
@@ -162,6 +170,67 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     if library and not parts:
         return Namespace(m)
     return ("module", Namespace(m), tuple(parts))
+
+
+def _absolute(g: dict, binding: Binding, ctx: Ctx) -> str | None:
+    """The absolute name of the module an import statement names, resolved against the function's
+    `__package__` (watched) as the import system does; `None` where that is not a plain string."""
+    if not binding.level:
+        return binding.name
+    package = g.get("__package__", MISSING)
+    ctx.names.append((g, "__package__", package))
+    if type(package) is not str or not package:
+        return None
+    bits = package.rsplit(".", binding.level - 1)
+    if len(bits) < binding.level:
+        return None
+    return f"{bits[0]}.{binding.name}" if binding.name else bits[0]
+
+
+def _imported(
+    f: types.FunctionType, bindings: tuple[Binding, ...] | None, dynamic: bool, ctx: Ctx
+) -> tuple | None:
+    """What the import statements in `f`'s body bind, keyed as the same names would be as
+    globals: a module read as `local.attr` by those attributes (`K-module-attrs`), anything else
+    whole. Each module comes from `sys.modules` now, as the statement will take it, and every
+    lookup on the way is watched (a module replaced in `sys.modules` or rebound in its package
+    is a new key). `None`, for an identity key, where the statement would run code or look past
+    a module's own dict: a shape not recognised, a module not imported yet, a name its module
+    lacks, a replaced `__import__`."""
+    if bindings is None:
+        return None
+    held = f.__builtins__
+    table = held if type(held) is dict else getattr(held, "__dict__", None)
+    if type(table) is not dict or table.get("__import__") is not _IMPORT:
+        return None
+    ctx.names.append((table, "__import__", _IMPORT))
+    parts = []
+    for binding in bindings:
+        full = _absolute(f.__globals__, binding, ctx)
+        if full is None:
+            return None
+        start = full if binding.from_ else full.partition(".")[0]
+        value = None
+        for name in dict.fromkeys((full, start)):
+            value = sys.modules.get(name, MISSING)
+            ctx.names.append((sys.modules, name, value))
+            if not isinstance(value, types.ModuleType):
+                return None
+        for attr in binding.chain:
+            if not isinstance(value, types.ModuleType):
+                return None
+            d = value.__dict__
+            value = d.get(attr, MISSING)
+            ctx.names.append((d, attr, value))
+            if value is MISSING:
+                return None
+        attrs = None if dynamic else binding.attrs
+        if attrs is not None and isinstance(value, types.ModuleType):
+            read = _module_attrs(value, attrs, ctx)
+        else:
+            read = key(value, ctx, False)
+        parts.append(("import", full, binding.chain, read))
+    return tuple(parts)
 
 
 @compound
@@ -200,7 +269,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         names = r.names
         counters = global_counters(code)
         looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
-        if any(v is d for v in looked_up for d in _DYNAMIC):
+        dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
+        if dynamic:
             # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
             names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
             names = tuple(dict.fromkeys(names))
@@ -211,6 +281,11 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             else (name, _global(f.__globals__, name, r.attrs.get(name), ctx))
             for name in names
         )
+        bindings = imports(code)
+        imported = () if bindings == () else _imported(f, bindings, dynamic, ctx)
+        if imported is None:
+            return identity(f, ctx)
+        globals_read += imported
     return FunctionKey(
         "fn",
         code,
