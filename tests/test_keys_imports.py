@@ -255,3 +255,24 @@ def test_what_cannot_be_followed_is_identity_keyed(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", lambda *a, **k: original(*a, **k))
     a, b = _key(make()), _key(make())
     assert a.identity and a != b
+
+
+@pytest.mark.counts_traces
+def test_a_miss_names_the_module_attribute_a_body_import_read():
+    def make():
+        def loss(x):
+            from eqxs_imp_cfg import LR
+
+            return x * LR
+
+        return loss
+
+    step = es.filter_jit(lambda f, x: f(x))
+    outs = []
+    for lr in (1.0, 1.0, 2.5):
+        _set_lr(lr)
+        outs.append(float(step(make(), jnp.float32(2.0))))
+    assert outs == [2.0, 2.0, 5.0]
+    assert len(step.misses) == 2
+    reason = step.misses[-1].reason
+    assert f"{_CFG}.LR" in reason and "1.0 -> 2.5" in reason, reason

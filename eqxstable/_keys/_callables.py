@@ -229,7 +229,8 @@ def _imported(
             read = _module_attrs(value, attrs, ctx)
         else:
             read = key(value, ctx, False)
-        parts.append(("import", full, binding.chain, read))
+        # Named as a global is (`FunctionKey.globals` pairs), by the dotted path it reads.
+        parts.append((".".join((full, *binding.chain)), read))
     return tuple(parts)
 
 
