@@ -48,7 +48,6 @@ BREAKS = {
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
     "K-dtype": "r.lib.dtype_ = lambda o, c, k: ('dtype', o.str)",
     "K-jax-value": "r.lib.jax_value = r.v.own_eq",
-    "K-own-value": "r.v.own_value = r.v.own_eq",
     "K-own-eq": "r.v.own_eq = lambda o, c, k: Equal(o, hash(o))",
     "K-hash-without-eq": "r.hash_without_eq = r.v.own_eq",
     "K-mutable": "r.v.list_state = lambda o: ()",

@@ -390,23 +390,6 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 @compound
-def own_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-own-value`: one of eqxstable's own immutable value classes (the `filter_jit`
-    wrapper's node data), by what its `__reduce__` rebuilds it from, which is its whole state by
-    design (lists and dicts there are made afresh: by contents). Where that holds something
-    keyed by identity, its own exact `==` (written for this package)."""
-    func, args = obj.__reduce__()[:2]
-    sub = Ctx(by_value=True)
-    sub.stack, sub.depth = ctx.stack, ctx.depth
-    state = key(args, sub, False)
-    if sub.identity:
-        return Equal(obj, hash(obj))
-    ctx.extend(sub.watch())
-    ctx.own_eq |= sub.own_eq
-    return (Namespace(type(obj)), key(func, ctx, False), state)
-
-
-@compound
 def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     """A class defined in the user's code: its identity and everything in its namespace (and
     in that of its user base classes), so that assigning a class attribute is seen."""
