@@ -19,6 +19,7 @@ TESTS = [
     "tests/test_keys_allowlist.py",
     "tests/test_key_jaxpr.py",
     "tests/test_jit_cache.py",
+    "tests/test_keys_library_calls.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -56,6 +57,7 @@ BREAKS = {
     "K-jax-array": "r.v.jax_array = lambda o, c, k: ('array',)",
     "K-function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
     "K-module-attrs": "r.c.library_code_object = lambda v: True",
+    "K-impure-library": "r.c.pure_library = r.v.pure_library = lambda o: True",
     "K-cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
     "K-counter-cell": "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
     "K-partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",

@@ -5,6 +5,7 @@ modules), partials, bound methods, builtins, and `jax.jit` functions with all th
 import builtins
 import functools as ft
 import struct
+import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence, Set, Sized
 from typing import Any
@@ -16,13 +17,15 @@ from ._code import counter_cells, global_counters, lone_cell, reads, sealed_cell
 from ._context import compound, Ctx, identity, key, recall, too_deep
 from ._library import container, opaque, shallow
 from ._origin import (
+    library_class,
     library_code_object,
     library_constant,
     library_function,
     library_module,
+    pure_library,
 )
 from ._types import FunctionKey, Namespace
-from ._values import dict_state, extra_attrs, mutable, own_eq, slots_of
+from ._values import dict_state, extra_attrs, impure_library, mutable, own_eq, slots_of
 from ._watch import MISSING, plain_fn_state
 
 
@@ -117,9 +120,16 @@ def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx)
     ctx.names.append((namespace, name, value))
     if value is MISSING:
         # A builtin (the standard library is constant); defining the global later is seen.
-        return ("builtin", name, Namespace(getattr(builtins, name, None)))
+        found = getattr(builtins, name, None)
+        if found is not None and not pure_library(found):
+            return impure_library(found, ctx)  # `open`, `input`
+        return ("builtin", name, Namespace(found))
     if attrs is not None and isinstance(value, types.ModuleType):
         return _module_attrs(value, attrs, ctx)
+    if isinstance(value, type) and library_class(value) and not pure_library(value):
+        # A library class read by the function: its class methods may read library state
+        # (`datetime.now()`). A class met as an object's type is keyed as a class.
+        return impure_library(value, ctx)
     return key(value, ctx, False)
 
 
@@ -149,6 +159,11 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     for attr in attrs:
         v = d.get(attr, MISSING)
         if library and v is not MISSING and library_code_object(v):
+            if pure_library(v):
+                continue
+            # `os.getenv`, `np.get_printoptions`, `np.random` (then `.rand`): what it reads when
+            # called is library data no key sees.
+            parts.append((attr, impure_library(v, ctx)))
             continue
         if v is MISSING and "__getattr__" in d:
             return too_deep(m, ctx)
@@ -162,6 +177,25 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     if library and not parts:
         return Namespace(m)
     return ("module", Namespace(m), tuple(parts))
+
+
+def _imported(name: str, fromlist: tuple[str, ...] | None, ctx: Ctx) -> Any:
+    """What a function's body imports (`from os import getenv`, `import numpy as np`): the names
+    taken from a library module as its attributes are keyed (`K-module-attrs`), a library module
+    imported whole must be on the allowlist; a relative import or a user's module, whose
+    attributes the function then reads unseen, makes a key equal to nothing."""
+    module = sys.modules.get(name) if name else None
+    if module is None or not library_module(module):
+        return ("import", impure_library(name or "<relative import>", ctx))
+    if fromlist is not None:
+        return ("import", name, _module_attrs(module, fromlist, ctx))
+    parts = name.split(".")
+    for i in range(len(parts)):
+        # `import a.b` binds `a`, and the body reads `a.b.attr`.
+        outer = sys.modules.get(".".join(parts[: i + 1]))
+        if outer is None or not pure_library(outer):
+            return ("import", impure_library(outer or name, ctx))
+    return ("import", name)
 
 
 @compound
@@ -181,6 +215,9 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         # Evaluated lazily on Python 3.14, which may raise: nothing to key or watch by value.
         return identity(f, ctx)
     library = library_function(f)
+    if library and ctx.depth > 1 and not pure_library(f):
+        # Reached by a reader (a partial of `os.getenv`, `from os import getenv`).
+        return impure_library(f, ctx)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
         plain = (
@@ -211,6 +248,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             else (name, _global(f.__globals__, name, r.attrs.get(name), ctx))
             for name in names
         )
+        if r.imports:
+            globals_read += tuple(_imported(name, fromlist, ctx) for name, fromlist in r.imports)
     return FunctionKey(
         "fn",
         code,
@@ -260,6 +299,8 @@ def method(m: types.MethodType, ctx: Ctx, content_ok: bool) -> Any:
 def builtin(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     owner = getattr(f, "__self__", None)
     if owner is None or isinstance(owner, types.ModuleType):
+        if ctx.depth > 1 and not pure_library(f):
+            return impure_library(f, ctx)  # `sys.getrecursionlimit`, `time.time`
         return Namespace(f)
     return ("builtin-method", f.__name__, key(owner, ctx, False))
 
@@ -280,8 +321,15 @@ def library_hashable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     library module's own stateless objects (`jnp.multiply`) is a constant; any other is compared
     by its own `==` (never substituted)."""
     if library_constant(obj):
-        return Namespace(obj)
+        return _constant(obj, ctx)
     return own_eq(obj, ctx, content_ok)
+
+
+def _constant(obj: Any, ctx: Ctx) -> Any:
+    # A callable one reached by a reader must be on the allowlist (`np.save`, a dispatcher).
+    if ctx.depth > 0 and callable(obj) and not pure_library(obj):
+        return impure_library(obj, ctx)
+    return Namespace(obj)
 
 
 def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -293,7 +341,7 @@ def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     rule in place): itself and what it holds now, watched; with nothing Python can read (a C
     object), a callable is itself and anything else a key equal to nothing."""
     if library_constant(obj):
-        return Namespace(obj)
+        return _constant(obj, ctx)
     if isinstance(obj, (Mapping, Sequence, Set)):
         return container(obj, ctx, content_ok)
     if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):

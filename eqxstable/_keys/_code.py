@@ -25,6 +25,10 @@ class Reads(NamedTuple):
     # For each global read only as `name.attr` (a module's or class's attribute): those attributes.
     # A global used any other way (called, passed on) is absent here and read whole.
     attrs: dict[str, tuple[str, ...]]
+    # The modules imported in the body (`import os`, `from os import getenv`): the module's name
+    # (`""` for a relative import, whose package is the user's) and the names taken from it, or
+    # `None` for a plain `import`.
+    imports: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
 
 
 _reads: dict[int, tuple[weakref.ref, Reads]] = {}
@@ -47,12 +51,16 @@ def _nested(code: types.CodeType) -> list[types.CodeType]:
 def _compute_reads(code: types.CodeType) -> Reads:
     names: dict[str, None] = {}
     attrs: dict[str, set[str] | None] = {}
+    imports: dict[tuple[str, tuple[str, ...] | None], None] = {}
     pending = [code]
     while pending:
         c = pending.pop()
         pending.extend(_nested(c))
         instructions = list(dis.get_instructions(c))
         for i, ins in enumerate(instructions):
+            if ins.opname == "IMPORT_NAME":
+                imports[_import(instructions, i)] = None
+                continue
             if ins.opname not in _LOADS or not isinstance(ins.argval, str):
                 continue
             name = ins.argval
@@ -67,7 +75,20 @@ def _compute_reads(code: types.CodeType) -> Reads:
     return Reads(
         tuple(names),
         {name: tuple(sorted(seen)) for name, seen in attrs.items() if seen is not None},
+        tuple(imports),
     )
+
+
+def _import(instructions: list, at: int) -> tuple[str, tuple[str, ...] | None]:
+    # `IMPORT_NAME` follows `LOAD_CONST level` and `LOAD_CONST fromlist`.
+    level = instructions[at - 2].argval if at >= 2 else None
+    fromlist = instructions[at - 1].argval if at >= 1 else None
+    name = instructions[at].argval
+    if level != 0 or not isinstance(name, str):
+        return ("", None)
+    if isinstance(fromlist, tuple) and all(isinstance(n, str) for n in fromlist):
+        return (name, fromlist)
+    return (name, None)
 
 
 def reads(code: types.CodeType) -> Reads:
