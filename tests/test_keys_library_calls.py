@@ -114,6 +114,12 @@ def test_readers_are_never_one_key_and_never_substituted(name):
     assert es.intern(a) is a and es.intern(b) is b
 
 
+def test_a_library_function_keyed_on_its_own_first_is_still_caught_when_reached():
+    # Keyed on its own, a library function's key is memoised as a value key.
+    es.stable_key(os.getenv)
+    assert es.stable_key(ft.partial(os.getenv, _ENV)) != es.stable_key(ft.partial(os.getenv, _ENV))
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=2, max_size=4))
 def test_getenv_property(values):
