@@ -13,6 +13,8 @@ import os
 import random
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime as _DateTime
+from time import time as _time
 
 import equinox as eqx
 import jax
@@ -204,6 +206,18 @@ def test_library_data_imported_locally_is_keyed_by_value():
     finally:
         os.environ.pop(_ENV, None)
     assert es.stable_key(_local_math()) == es.stable_key(_local_math())
+
+
+def test_a_library_class_or_builtin_imported_by_name_is_checked_too():
+    # `from datetime import datetime`, `from time import time`: globals, not module attributes.
+    def make_now():
+        return lambda x: x * _DateTime.now().microsecond
+
+    def make_time():
+        return lambda x: x * _time()
+
+    assert es.stable_key(make_now()) != es.stable_key(make_now())
+    assert es.stable_key(make_time()) != es.stable_key(make_time())
 
 
 def test_builtins_reading_the_outside_world_are_not_on_the_list():
