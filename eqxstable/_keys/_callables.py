@@ -200,7 +200,8 @@ def _imported(name: str, fromlist: tuple[str, ...] | None, ctx: Ctx) -> Any:
 
 @compound
 def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
-    if ctx.depth > 1 and library_function(f) and not pure_library(f):
+    library = library_function(f)
+    if library and ctx.depth > 1 and not pure_library(f):
         # Reached by a reader (a partial of `os.getenv`, `from os import getenv`); before the
         # memo, which holds its key as a function keyed on its own.
         return impure_library(f, ctx)
@@ -218,7 +219,6 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     except Exception:
         # Evaluated lazily on Python 3.14, which may raise: nothing to key or watch by value.
         return identity(f, ctx)
-    library = library_function(f)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
         plain = (

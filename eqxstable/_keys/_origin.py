@@ -296,6 +296,7 @@ _IMPURE = frozenset(
 )
 
 
+@ft.lru_cache(maxsize=8192)
 def _pure_name(module: Any, name: Any) -> bool:
     if not isinstance(module, str) or not module:
         return False
@@ -306,7 +307,10 @@ def _pure_name(module: Any, name: Any) -> bool:
     return module in _PURE_EXACT or any(p in _PURE for p in prefixes)
 
 
-# Decisions already made, by `id` (library callables are held by their modules for good).
+# Decisions already made for modules, classes and module-level builtins, by `id` (each held with
+# its object, which its module holds for good anyway). Functions and bound methods are made
+# afresh (a library's closures, `obj.method`): decided each time from their code's module name
+# (`_pure_name`, cached), never held here.
 _pure: dict[int, tuple[Any, bool]] = {}
 
 
@@ -324,7 +328,11 @@ def pure_library(obj: Any) -> bool:
         answer = _pure_library(obj, 0)
     except Exception:  # A hostile `__getattr__`.
         answer = False
-    _pure[id(obj)] = (obj, answer)
+    if isinstance(obj, (types.ModuleType, type)) or (
+        isinstance(obj, types.BuiltinFunctionType)
+        and (obj.__self__ is None or isinstance(obj.__self__, (types.ModuleType, type)))
+    ):
+        _pure[id(obj)] = (obj, answer)
     return answer
 
 
