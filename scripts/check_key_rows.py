@@ -19,6 +19,7 @@ TESTS = [
     "tests/test_keys_allowlist.py",
     "tests/test_key_jaxpr.py",
     "tests/test_jit_cache.py",
+    "tests/test_keys_library_calls.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -48,7 +49,6 @@ BREAKS = {
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
     "K-dtype": "r.lib.dtype_ = lambda o, c, k: ('dtype', o.str)",
     "K-jax-value": "r.lib.jax_value = r.v.own_eq",
-    "K-own-value": "r.v.own_value = r.v.own_eq",
     "K-own-eq": "r.v.own_eq = lambda o, c, k: Equal(o, hash(o))",
     "K-hash-without-eq": "r.hash_without_eq = r.v.own_eq",
     "K-mutable": "r.v.list_state = lambda o: ()",
@@ -57,6 +57,7 @@ BREAKS = {
     "K-jax-array": "r.v.jax_array = lambda o, c, k: ('array',)",
     "K-function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
     "K-module-attrs": "r.c.library_code_object = lambda v: True",
+    "K-impure-library": "r.c.pure_library = r.v.pure_library = lambda o: True",
     "K-cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
     "K-counter-cell": "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
     "K-partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",

@@ -476,9 +476,9 @@ def test_zoo_getstate_leaving_out_an_attribute_is_not_the_key():
 
 
 def test_own_canonical_forms_by_value():
-    # eqxstable's own value classes: the node data of a `filter_jit` wrapper (its function's
-    # static part and its options), compared by value, so that wrappers of equivalent functions
-    # have equal structures.
+    # eqxstable's own frozen dataclasses (`K-frozen-dataclass`): the node data of a `filter_jit`
+    # wrapper (its function's static part and its options), compared by value, so that wrappers
+    # of equivalent functions have equal structures.
     def make(scale):
         return lambda x: x * scale
 

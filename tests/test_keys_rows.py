@@ -780,7 +780,6 @@ ROW_TESTS = {
     "K-jax-value": (
         "tests/test_key_jaxpr.py::test_a_jaxpr_static_under_plain_equinox_after_stabilize"
     ),
-    "K-own-value": _ALLOW + "test_own_canonical_forms_by_value",
     "K-own-eq": _ALLOW + "test_own_eq_is_its_own_eq_type_exactly_never_substituted",
     "K-hash-without-eq": _ROWS + "test_hash_without_eq_is_identity_with_a_warning",
     "K-mutable": _ROWS + "test_mutables_by_identity_and_contents",
@@ -789,6 +788,9 @@ ROW_TESTS = {
     "K-jax-array": _ROWS + "test_jax_arrays_by_identity",
     "K-function": _ROWS + "test_functions_by_code_cells_defaults_attributes_and_globals",
     "K-module-attrs": _ALLOW + "test_library_data_read_by_a_function_is_keyed",
+    "K-impure-library": (
+        "tests/test_keys_library_calls.py::test_readers_are_never_one_key_and_never_substituted"
+    ),
     "K-cell": _ROWS + "test_closure_cells",
     "K-counter-cell": _ROWS + "test_counter_cells_by_identity_alone",
     "K-partial": _ROWS + "test_partials",

@@ -200,7 +200,13 @@ def param_key(x: Any) -> Hashable:
         return k
     # An identity key names this very object (weakly: never a later one with its `id`), with
     # what it holds now.
-    return ("stable", stable_key(x))
+    stable = stable_key(x)
+    if not stable.substitutable:
+        # Compared by a class's own `==` somewhere (`K-own-eq`): equal, but not the same. A
+        # parameter that runs with the program (a `pure_callback`'s function) would call the
+        # first trace's object for the second, which `intern` refuses for the same reason.
+        return k
+    return ("stable", stable)
 
 
 def _is_flatten(x: Any) -> bool:

@@ -18,13 +18,15 @@ from ._context import compound, Ctx, identity, key, recall, too_deep
 from ._imports import Binding, imports
 from ._library import container, opaque, shallow
 from ._origin import (
+    library_class,
     library_code_object,
     library_constant,
     library_function,
     library_module,
+    pure_library,
 )
 from ._types import FunctionKey, Namespace
-from ._values import dict_state, extra_attrs, mutable, own_eq, slots_of
+from ._values import dict_state, extra_attrs, impure_library, mutable, own_eq, slots_of
 from ._watch import MISSING, plain_fn_state
 
 
@@ -121,9 +123,16 @@ def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx)
     ctx.names.append((namespace, name, value))
     if value is MISSING:
         # A builtin (the standard library is constant); defining the global later is seen.
-        return ("builtin", name, Namespace(getattr(builtins, name, None)))
+        found = getattr(builtins, name, None)
+        if found is not None and not pure_library(found):
+            return impure_library(found, ctx)  # `open`, `input`
+        return ("builtin", name, Namespace(found))
     if attrs is not None and isinstance(value, types.ModuleType):
         return _module_attrs(value, attrs, ctx)
+    if isinstance(value, type) and library_class(value) and not pure_library(value):
+        # A library class read by the function: its class methods may read library state
+        # (`datetime.now()`). A class met as an object's type is keyed as a class.
+        return impure_library(value, ctx)
     return key(value, ctx, False)
 
 
@@ -153,6 +162,11 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     for attr in attrs:
         v = d.get(attr, MISSING)
         if library and v is not MISSING and library_code_object(v):
+            if pure_library(v):
+                continue
+            # `os.getenv`, `np.get_printoptions`, `np.random` (then `.rand`): what it reads when
+            # called is library data no key sees.
+            parts.append((attr, impure_library(v, ctx)))
             continue
         if v is MISSING and "__getattr__" in d:
             return too_deep(m, ctx)
@@ -227,6 +241,12 @@ def _imported(
         attrs = None if dynamic else binding.attrs
         if attrs is not None and isinstance(value, types.ModuleType):
             read = _module_attrs(value, attrs, ctx)
+        elif (
+            isinstance(value, types.ModuleType)
+            and library_module(value)
+            and not pure_library(value)
+        ):
+            read = impure_library(value, ctx)  # `import random` used whole
         else:
             read = key(value, ctx, False)
         # Named as a global is (`FunctionKey.globals` pairs), by the dotted path it reads.
@@ -236,6 +256,11 @@ def _imported(
 
 @compound
 def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
+    library = library_function(f)
+    if library and ctx.depth > 1 and not pure_library(f):
+        # Reached by a reader (a partial of `os.getenv`, `from os import getenv`); before the
+        # memo, which holds its key as a function keyed on its own.
+        return impure_library(f, ctx)
     memo = recall(f)
     if memo is not None:
         watch = memo.watch.strong()
@@ -250,7 +275,6 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     except Exception:
         # Evaluated lazily on Python 3.14, which may raise: nothing to key or watch by value.
         return identity(f, ctx)
-    library = library_function(f)
     if not library:
         # Most functions have no closure, keyword defaults or attributes: a cheaper check.
         plain = (
@@ -336,6 +360,8 @@ def method(m: types.MethodType, ctx: Ctx, content_ok: bool) -> Any:
 def builtin(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     owner = getattr(f, "__self__", None)
     if owner is None or isinstance(owner, types.ModuleType):
+        if ctx.depth > 1 and not pure_library(f):
+            return impure_library(f, ctx)  # `sys.getrecursionlimit`, `time.time`
         return Namespace(f)
     return ("builtin-method", f.__name__, key(owner, ctx, False))
 
@@ -356,8 +382,15 @@ def library_hashable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     library module's own stateless objects (`jnp.multiply`) is a constant; any other is compared
     by its own `==` (never substituted)."""
     if library_constant(obj):
-        return Namespace(obj)
+        return _constant(obj, ctx)
     return own_eq(obj, ctx, content_ok)
+
+
+def _constant(obj: Any, ctx: Ctx) -> Any:
+    # A callable one reached by a reader must be on the allowlist (`np.save`, a dispatcher).
+    if ctx.depth > 0 and callable(obj) and not pure_library(obj):
+        return impure_library(obj, ctx)
+    return Namespace(obj)
 
 
 def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -369,7 +402,7 @@ def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     rule in place): itself and what it holds now, watched; with nothing Python can read (a C
     object), a callable is itself and anything else a key equal to nothing."""
     if library_constant(obj):
-        return Namespace(obj)
+        return _constant(obj, ctx)
     if isinstance(obj, (Mapping, Sequence, Set)):
         return container(obj, ctx, content_ok)
     if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):

@@ -238,8 +238,6 @@ def resolve(t: type) -> Handler:
     ):
         return v.frozen_dataclass  # K-frozen-dataclass
     has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
-    if has_hash and eq == "own" and own_class(t):
-        return v.own_value  # K-own-value
     if has_hash and eq != "identity":
         # K-library-object (`jnp.multiply`, a `jnp.ufunc` held by its module), K-own-eq
         return c.library_hashable if library_class(t) else v.own_eq

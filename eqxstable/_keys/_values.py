@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._context import compound, Ctx, frozen_part, identity, key
-from ._origin import library_class, library_module
+from ._origin import library_class, library_module, pure_library
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import ArrayState, MISSING, size
@@ -207,6 +207,34 @@ def unreadable(obj: Any, ctx: Ctx) -> Any:
     return ("opaque", Identity(_Unread()))
 
 
+def impure_library(obj: Any, ctx: Ctx) -> Any:
+    """`K-impure-library`: a library's callable or module that is not on the allowlist of those
+    computing from their arguments only (`_origin.pure_library`), reached by a reader (a user's
+    function loading it, a partial or a cell holding it). What it reads when called (`os.environ`
+    through `os.getenv`, NumPy's print options, a logger's level, a global random state) is seen
+    by no key: its reader gets a key equal to nothing, as with `unreadable`, and keeps it through
+    the memo. The part names the callable, for the jit layer's account of the miss."""
+    ctx.identity = True
+    return ("library-state", describe_library(obj), Identity(_Unread()))
+
+
+def describe_library(obj: Any) -> str:
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, types.FunctionType):
+        # Where its code is, not the names `functools.wraps` copied.
+        code = obj.__code__
+        where = getattr(code, "co_qualname", code.co_name)
+        return f"{obj.__globals__.get('__name__')}.{where}"
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    module = getattr(obj, "__module__", None)
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    if not isinstance(name, str):
+        return type(obj).__qualname__
+    return f"{module}.{name}" if isinstance(module, str) else name
+
+
 _POINTER = np.dtype(np.intp).itemsize
 
 
@@ -390,23 +418,6 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 @compound
-def own_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-own-value`: one of eqxstable's own immutable value classes (the `filter_jit`
-    wrapper's node data), by what its `__reduce__` rebuilds it from, which is its whole state by
-    design (lists and dicts there are made afresh: by contents). Where that holds something
-    keyed by identity, its own exact `==` (written for this package)."""
-    func, args = obj.__reduce__()[:2]
-    sub = Ctx(by_value=True)
-    sub.stack, sub.depth = ctx.stack, ctx.depth
-    state = key(args, sub, False)
-    if sub.identity:
-        return Equal(obj, hash(obj))
-    ctx.extend(sub.watch())
-    ctx.own_eq |= sub.own_eq
-    return (Namespace(type(obj)), key(func, ctx, False), state)
-
-
-@compound
 def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     """A class defined in the user's code: its identity and everything in its namespace (and
     in that of its user base classes), so that assigning a class attribute is seen."""
@@ -472,6 +483,10 @@ def _class_state(c: type) -> tuple:
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
     if library_module(m):
+        # Read whole by a reader (a global used other than as `m.attr`, a cell, an attribute of
+        # a user's module): whatever it then calls must be on the allowlist.
+        if ctx.depth > 0 and not pure_library(m):
+            return impure_library(m, ctx)
         return Namespace(m)
     return user_module(m, ctx, content_ok)
 
