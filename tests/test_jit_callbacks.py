@@ -186,15 +186,15 @@ def test_reuse_never_shares_a_program_that_calls_python():
     assert np.allclose(w2(x), 2.0)
 
 
-def _plus_one(v):
-    return v + 1.0
+def _adder(c):
+    return lambda v: v + c
 
 
 @pytest.mark.counts_traces
 def test_debug_print_in_a_rebuilt_model_prints_each_models_values(capfd):
     class Model(eqx.Module):
         w: jax.Array
-        act: Any = eqx.field(static=True)
+        act: Any
 
         def __call__(self, x):
             y = self.act(self.w * x)
@@ -211,7 +211,8 @@ def test_debug_print_in_a_rebuilt_model_prints_each_models_values(capfd):
     f = es.filter_jit(step)
     x = jnp.ones(2)
     for w in (1.0, 2.0, 3.0):
-        out = f(Model(jnp.asarray(w), _plus_one), x)
+        # Rebuilt from equivalent parts: a new closure each time.
+        out = f(Model(jnp.asarray(w), _adder(1.0)), x)
         jax.effects_barrier()
         assert np.allclose(out, w + 1.0)
     printed = capfd.readouterr().out
@@ -223,3 +224,44 @@ def test_debug_print_in_a_rebuilt_model_prints_each_models_values(capfd):
         e.primitive.name for e in jax.make_jaxpr(lambda v: jax.debug.print("{v}", v=v))(x).eqns
     }
     assert traces == (1 if "debug_print" in names else 3)
+
+
+@pytest.mark.counts_traces
+def test_rebuilt_error_checks_share_a_program_and_still_raise():
+    # `equinox.error_if` runs Equinox's own callback over the trace's messages: equal messages
+    # raise the same error, so closures over fresh equal dicts (two entries, equal traces) share
+    # one program, and the second still raises, with its own message.
+    from eqxstable._jit._fingerprint import AVAILABLE
+
+    def make(msg):
+        d = {"a": 2.0}
+        return lambda x: eqx.error_if(x * d["a"], x > 1.0, msg)
+
+    w1, w2, w3 = (es.filter_jit(make(m)) for m in ("too big", "too big", "other"))
+    x = jnp.ones(2)
+    for w in (w1, w2, w3):
+        assert np.allclose(w(x * 0.5), 1.0)
+    compiles = [w.cache_info().compiles for w in (w1, w2, w3)]
+    assert compiles == ([1, 0, 1] if AVAILABLE else [1, 1, 1])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="too big"):
+        w2(x * 2.0)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="other"):
+        w3(x * 2.0)
+
+
+def test_a_user_callback_named_like_equinoxs_is_pinned():
+    from eqxstable._jit._pinned import runs_python
+
+    def _error(msgs):
+        def raises(i):
+            return np.asarray(i, dtype=np.int32)
+
+        return raises
+
+    cb = _error(["m"])
+    assert cb.__qualname__.endswith("_error.<locals>.raises")
+    sds = jax.ShapeDtypeStruct((), jnp.int32)
+    jaxpr = jax.make_jaxpr(lambda i: jax.pure_callback(cb, sds, i))(jnp.int32(0))
+    assert runs_python(jaxpr)
+    check = jax.make_jaxpr(lambda x: eqx.error_if(x, x > 1.0, "m"))(jnp.ones(2))
+    assert not runs_python(check)

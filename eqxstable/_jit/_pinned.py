@@ -14,13 +14,16 @@ when the key is equal again), and its program is never reused for another entry'
 `equinox.filter_jit` does, which keys callables by identity.
 
 Which equations run Python at run time is decided by an allowlist of what is known not to:
-JAX's callback primitives always do; a `debug_print` does when it formats anything but plain
+JAX's callback primitives always do, except Equinox's own `error_if` checks over the messages
+their trace made (equal messages raise the same error); a `debug_print` does when it formats
+anything but plain
 values (an object's `__str__` runs then); any other equation does when one of its parameters holds
 a callable that is neither JAX's own nor known to be read only while tracing or lowering (the
 rules of custom derivatives, `_fingerprint.TRACE_ONLY`, and the static parts of Equinox's
 `filter_primitive`s, which lowering traces). Sub-jaxprs are looked into.
 """
 
+from types import FunctionType
 from typing import Any
 
 from jax.extend import core as jcore
@@ -53,13 +56,13 @@ def _runs_python(jaxpr: Any, seen: set) -> bool:
     seen.add(id(jaxpr))
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name in _CALLBACKS:
-            return True
         params = eqn.params
+        if name in _CALLBACKS and not _equinox_check(params.get("callback")):
+            return True
         if name == "debug_print":
             if not all(_plain(v) for v in params.values()):
                 return True
-        elif not _filter_primitive(params):
+        elif name not in _CALLBACKS and not _filter_primitive(params):
             for param, value in params.items():
                 if (name, param) not in TRACE_ONLY and _holds_callable(value):
                     return True
@@ -70,6 +73,43 @@ def _runs_python(jaxpr: Any, seen: set) -> bool:
                 if isinstance(sub, jcore.Jaxpr) and _runs_python(sub, seen):
                     return True
     return False
+
+
+# Equinox's own callbacks of an `equinox.error_if` check (`equinox._errors._error`): `raises`,
+# and `tpu_msg` after it. Each reads only what its trace made: the messages and the stack of
+# the trace (lists of strings, and the `bytes` id of the calling `filter_jit`), which the check
+# records and raises with; its result is the error or the argument itself.
+_EQUINOX_CHECKS = frozenset({"_error.<locals>.raises", "_error.<locals>.tpu_msg"})
+_EQUINOX_CELLS = frozenset({"msgs", "stack"})
+
+
+def _equinox_check(callback: Any) -> bool:
+    """Whether a callback is one of Equinox's runtime checks over plain messages: running the
+    check of another trace over equal messages raises the same error (its stack, shown under the
+    message, is the other trace's)."""
+    fn = getattr(callback, "callback_func", None)
+    if type(callback).__name__ != "_FlatCallback" or type(fn) is not FunctionType:
+        return False
+    try:
+        import equinox._errors as errors
+    except ImportError:  # pragma: no cover - moved: its checks are pinned.
+        return False
+    code = fn.__code__
+    return (
+        fn.__qualname__ in _EQUINOX_CHECKS
+        and code.co_filename == errors.__file__
+        and fn.__module__ == errors.__name__
+        and not fn.__dict__
+        and fn.__defaults__ is None
+        and fn.__kwdefaults__ is None
+        and set(code.co_freevars) <= _EQUINOX_CELLS
+        and all(_messages(cell.cell_contents) for cell in fn.__closure__ or ())
+        and _plain(callback.in_tree)
+    )
+
+
+def _messages(value: Any) -> bool:
+    return type(value) in (list, tuple) and all(type(v) in (str, bytes) for v in value)
 
 
 def _plain(value: Any) -> bool:
