@@ -23,6 +23,7 @@ from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
 from ._lru import LRU, sizes
+from ._pinned import fun_identity, pin_slot, same_fun
 
 
 _is = operator.is_
@@ -397,41 +398,6 @@ def _traced_these(alias: tuple, leaves: list, data: list) -> bool:
     """Whether a call's statics and node data are the very objects an aliased entry traced."""
     entry, statics, traced_data = alias
     return all(map(_is, entry.static_of(leaves), statics)) and _same_node_data(data, traced_data)
-
-
-def fun_identity(parts: Any) -> tuple:
-    """What a pinned entry holds of the function that traced it: its parts (compared by identity
-    first), its static leaves and its node data."""
-    if parts is None:
-        return (None, (), ())
-    return (parts, parts.template, tuple(node_data(parts.treedef, list(parts.template))))
-
-
-def same_fun(pinned: tuple, parts: Any) -> bool:
-    """Whether `parts` holds the very static objects of the function that traced a pinned
-    entry (one level down in its node data, as the cache compares node data)."""
-    if pinned[0] is parts:
-        return True
-    if parts is None:
-        return False
-    _, template, data = pinned
-    return (
-        len(template) == len(parts.template)
-        and all(map(_is, template, parts.template))
-        and _same_node_data(node_data(parts.treedef, list(parts.template)), data)
-    )
-
-
-def pin_slot(key: Any, statics: Any, data: Any, fun: tuple) -> Any:
-    """The key a pinned entry is kept under: its own key and the identities of the objects it
-    traced (which it holds, so that no other object can have their `id`s meanwhile)."""
-    _, template, fun_data = fun
-    return ("pinned", key, _ids(statics), _ids(data), _ids(template), _ids(fun_data))
-
-
-def _ids(items: Any) -> tuple:
-    # One level down, as node data is compared: a fresh tuple per flatten holding the same values.
-    return tuple(tuple(map(id, x)) if type(x) in (tuple, list) else id(x) for x in items)
 
 
 def _entries_bound() -> int:

@@ -23,6 +23,7 @@ rules of custom derivatives, `_fingerprint.TRACE_ONLY`, and the static parts of 
 `filter_primitive`s, which lowering traces). Sub-jaxprs are looked into.
 """
 
+import operator
 from types import FunctionType
 from typing import Any
 
@@ -161,6 +162,45 @@ def _filter_primitive(params: dict) -> bool:
     except ImportError:  # pragma: no cover - moved: its equations count as unknown, pinned.
         return False
     return any(type(v) is Flatten for v in params.values())
+
+
+def fun_identity(parts: Any) -> tuple:
+    """What a pinned entry holds of the function that traced it: its parts (compared by identity
+    first), its static leaves and its node data."""
+    from ._cache import node_data  # Here: `_cache` imports this module.
+
+    if parts is None:
+        return (None, (), ())
+    return (parts, parts.template, tuple(node_data(parts.treedef, list(parts.template))))
+
+
+def same_fun(pinned: tuple, parts: Any) -> bool:
+    """Whether `parts` holds the very static objects of the function that traced a pinned
+    entry (one level down in its node data, as the cache compares node data)."""
+    if pinned[0] is parts:
+        return True
+    if parts is None:
+        return False
+    from ._cache import node_data, same_node_data  # Here: `_cache` imports this module.
+
+    _, template, data = pinned
+    return (
+        len(template) == len(parts.template)
+        and all(map(operator.is_, template, parts.template))
+        and same_node_data(node_data(parts.treedef, list(parts.template)), data)
+    )
+
+
+def pin_slot(key: Any, statics: Any, data: Any, fun: tuple) -> Any:
+    """The key a pinned entry is kept under: its own key and the identities of the objects it
+    traced (which it holds, so that no other object can have their `id`s meanwhile)."""
+    _, template, fun_data = fun
+    return ("pinned", key, _ids(statics), _ids(data), _ids(template), _ids(fun_data))
+
+
+def _ids(items: Any) -> tuple:
+    # One level down, as node data is compared: a fresh tuple per flatten holding the same values.
+    return tuple(tuple(map(id, x)) if type(x) in (tuple, list) else id(x) for x in items)
 
 
 def jaxpr_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> Any:
