@@ -4,6 +4,8 @@ configuration) runs that program. Counted with JAX's compile log (the `compiles`
 starts each test with no compiled program to find) and `cache_info().compiles`; every result is
 checked against eager JAX or Equinox."""
 
+import itertools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -302,6 +304,44 @@ def test_after_jax_clear_caches_a_guest_traces_its_own_objects(retrace_first):
     assert float(wrapper(x, first)) == float(wrapper(x, second)) == float(jnp.sin(x))
     assert float(jax.grad(lambda x: wrapper(x, owner))(x)) == 2.0
     assert float(jax.grad(lambda x: wrapper(x, guest))(x)) == 7.0
+
+
+@pytest.mark.counts_traces
+@pytest.mark.parametrize("later_owner_calls", [1, 2])
+def test_after_jax_clear_caches_a_guest_never_runs_its_owners_new_trace(later_owner_calls):
+    # Each function reads its own counter while traced (identity-keyed: two entries), and their
+    # first traces are equal, so the second is a guest. Once JAX dropped the trace, the owner's
+    # call traces again under the shared token and reads its counter's new state: the guest's
+    # next call must trace its own objects (as under Equinox), never run that new program.
+    es.clear_caches()
+    c1, c2 = itertools.count(0), itertools.count(0)
+    t1 = t2 = 0
+
+    def f1(x):
+        nonlocal t1
+        t1 += 1
+        return x + next(c1)
+
+    def f2(x):
+        nonlocal t2
+        t2 += 1
+        return x + next(c2)
+
+    w1, w2 = es.filter_jit(f1), es.filter_jit(f2)
+    x = jnp.zeros(2)
+    assert float(w1(x)[0]) == float(w2(x)[0]) == 0.0
+    assert (w1.cache_info().compiles, w2.cache_info().compiles) == (1, 0)
+    assert (t1, t2) == (1, 1)
+    jax.clear_caches()
+    next(c1)  # Advanced elsewhere: the owner's next trace reads 2.
+    for _ in range(later_owner_calls):
+        assert float(w1(x)[0]) == 2.0
+    assert (t1, t2) == (2, 1)
+    assert float(w2(x)[0]) == 1.0
+    assert (t1, t2) == (2, 2)
+    # From then on both are hits of their own programs.
+    assert float(w1(x)[0]) == 2.0 and float(w2(x)[0]) == 1.0
+    assert (t1, t2) == (2, 2)
 
 
 def test_verify_mode_accepts_a_reused_program():

@@ -23,6 +23,7 @@ from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
 from ._lru import LRU, sizes
+from ._pinned import fun_identity, pin_slot, same_fun
 
 
 _is = operator.is_
@@ -97,6 +98,8 @@ class Entry:
         "jaxprs",
         "token",
         "compiled",
+        "fun",
+        "slot",
         "__weakref__",
     )
 
@@ -117,6 +120,10 @@ class Entry:
         self.jaxprs: dict | None = None
         # How many programs JAX compiled for this entry (one per miss): its weight in the LRU.
         self.compiled = 0
+        # Pinned (`_pinned.py`): the function that traced it (`fun_identity`), else `None`.
+        self.fun: tuple | None = None
+        # Its key in `Cache.entries`: `key`, or `pin_slot(...)` once pinned.
+        self.slot: Any = key
         self.adopt(leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
         n_first = leaves_of_first_arg(treedef)
@@ -254,7 +261,7 @@ class Cache:
         """After JAX compiled a program for `entry` (a miss)."""
         old = _weight(entry)
         entry.compiled += 1
-        if self.entries.peek(entry.key) is entry:
+        if self.entries.peek(entry.slot) is entry:
             self.entries.reweigh(old, entry)
 
     def reused(self, entry: Entry, reused: bool = True) -> None:
@@ -262,7 +269,7 @@ class Cache:
         stands for no program of its own (or, with `reused=False`, for one after all)."""
         old = _weight(entry)
         entry.compiled += -1 if reused else 1
-        if self.entries.peek(entry.key) is entry:
+        if self.entries.peek(entry.slot) is entry:
             self.entries.reweigh(old, entry)
 
     def clear(self) -> None:
@@ -270,8 +277,36 @@ class Cache:
         self.aliases.clear()
         self.recent = []
 
-    def lookup(self, leaves: list, treedef: Any) -> Entry:
-        """The entry for a call with these flattened arguments, made if there is none.
+    def pin(self, entry: Entry, parts: Any) -> None:
+        """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`): it
+        serves only the very objects it traced, those of `entry` and the function `parts`."""
+        if entry.fun is not None:
+            return
+        entry.fun = fun_identity(parts)
+        slot = pin_slot(entry.key, entry.statics, entry.data, entry.fun)
+        if self.entries.peek(entry.slot) is entry:
+            self.entries.pop(entry.slot)
+            self.entries.set(slot, entry)
+        entry.slot = slot
+
+    def drop(self, entry: Entry) -> None:
+        """A pinned entry something its key reads was rebound for (to an equal value, or the
+        key would differ): the objects its program calls may no longer be the call's."""
+        if self.entries.peek(entry.slot) is entry:
+            self.entries.pop(entry.slot)
+        self._evicted(entry.slot, entry)
+
+    def drop_pinned(self) -> None:
+        """After the function changed in a way its key does not see (a global it reads rebound
+        to an equal value): every pinned entry may call objects that are no longer its."""
+        for slot, entry in self.entries.items():
+            if entry.fun is not None:
+                self.entries.pop(slot)
+                self._evicted(slot, entry)
+
+    def lookup(self, leaves: list, treedef: Any, parts: Any = None) -> Entry:
+        """The entry for a call with these flattened arguments (and function `parts`, which a
+        pinned entry must have traced), made if there is none.
 
         A new entry made because a static changed in place (the same objects as a cached
         entry's, with another key now) says so in `.mutated`: its trace is a miss of kind
@@ -290,14 +325,17 @@ class Cache:
                 same_tree
                 and all(map(_is, entry.static_of(leaves), entry.statics))
                 and (not entry.check_data or entry.same_node_data(treedef, leaves))
+                and (entry.fun is None or same_fun(entry.fun, parts))
             ):
                 if not entry.watched or entry.watch.valid():
                     if entry is not self.recent[0]:
                         self._to_front(entry)
                     return entry
                 same = entry
+                if entry.fun is not None:
+                    self.drop(entry)
                 break
-        entry, created = self._slow_lookup(leaves, treedef)
+        entry, created = self._slow_lookup(leaves, treedef, parts)
         if created and same is not None:
             index, old, new = _changed(same.key, entry.key)
             if index is not None:
@@ -311,15 +349,29 @@ class Cache:
         # call of the same function) never sees it half-changed.
         self.recent = [entry, *(e for e in self.recent if e is not entry)][:_RECENT]
 
-    def _slow_lookup(self, leaves: list, treedef: Any) -> tuple[Entry, bool]:
+    def _slow_lookup(self, leaves: list, treedef: Any, parts: Any) -> tuple[Entry, bool]:
         mask = tuple(map(eqx.is_array, leaves))
         data = node_data(treedef, leaves)
-        key, watch = _key(treedef, mask, [x for x, m in zip(leaves, mask) if not m])
+        statics = [x for x, m in zip(leaves, mask) if not m]
+        key, watch = _key(treedef, mask, statics)
         entry = self.entries.get(key)
         if entry is None:
             alias = self.aliases.get(key)
             if alias is not None and _traced_these(alias, leaves, data):
                 entry = alias[0]
+        if entry is None and parts is not None:
+            entry = self.entries.get(pin_slot(key, statics, data, fun_identity(parts)))
+        if entry is not None and entry.fun is not None:
+            # Pinned: only its very objects (an alias may lead to one), and only while nothing
+            # its key reads was rebound since its trace.
+            if not (
+                same_fun(entry.fun, parts)
+                and _traced_these((entry, entry.statics, entry.data), leaves, data)
+            ):
+                entry = None
+            elif entry.watched and not entry.watch.valid():
+                self.drop(entry)
+                entry = None
         if entry is not None:
             # An equivalent static (a rebuilt lambda, or the same one whose global was rebound
             # to an equal value): the entry holds the newest objects from now on.

@@ -43,7 +43,7 @@ class Compiled:
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
-        if program.cache.lookup(leaves, treedef) is not self._entry:
+        if program.cache.lookup(leaves, treedef, wrapper._state.parts) is not self._entry:
             raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
         donated, kept = self._entry.split(leaves)
         return self.compiled(donated, kept, wrapper._dynamic)

@@ -25,7 +25,8 @@ from typing import Any, TYPE_CHECKING
 
 from ._accounting import Call, not_compiled, notify, settle_loaded
 from ._fingerprint import context, fingerprint, reusable, top_level
-from ._runtime_error import _has_callback, raises_at_run_time  # pyright: ignore[reportPrivateUsage]
+from ._pinned import jaxpr_of, runs_python
+from ._runtime_error import _has_callback  # pyright: ignore[reportPrivateUsage]
 
 
 if TYPE_CHECKING:
@@ -101,7 +102,12 @@ class Guest:
     """The token of an entry whose program is another entry's (`target`): outside every
     transformation its calls are the target's; under one (a gradient, `vmap`, an outer
     `jax.jit`) JAX would transform the target's jaxpr, whose rules for transformations (a
-    `custom_jvp`'s) the fingerprint leaves out, so the entry detaches and traces its own."""
+    `custom_jvp`'s) the fingerprint leaves out, so the entry detaches and traces its own.
+
+    A guest runs only the program compiled from the one trace it matched: once the target's
+    owner was traced again under the token (JAX dropped its trace, `jax.clear_caches()`, and
+    the owner's call traced its own objects anew, which may read other state now), the guest
+    detaches too, and its next call traces its own objects."""
 
     __slots__ = ("target", "program", "jitted")
 
@@ -109,9 +115,10 @@ class Guest:
         self.target = target
         self.program = target.program
         real = target.jitted
+        matched = target.traces
 
         def jitted(donated: list, kept: list, dyn: Any, _: Any) -> Any:
-            if top_level():
+            if target.traces == matched and top_level():
                 return real(donated, kept, dyn, target)
             raise Detach
 
@@ -160,8 +167,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     if not reusable(donated, kept, dyn):
         entry.token = own
         out = own.jitted(donated, kept, dyn, own)
-        if call.committed and raises_at_run_time(program, own, donated, kept, dyn):
-            program.waits.add(entry)
+        if call.committed:
+            traced_program(program, entry, own, call.wrapper._state.parts, donated, kept, dyn)
         return out
     start = time.perf_counter()
     call.notify = False
@@ -176,6 +183,11 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     fingerprinted_at = time.perf_counter()
     stats = call.stats
     miss = stats.misses[-1] if call.committed else None
+    # A program that calls Python objects while it runs serves only those (`_pinned.py`): it is
+    # neither reused for this trace nor offered to a later one.
+    pinned = runs_python(traced.jaxpr)
+    if pinned:
+        fp = None
     target = _by_fingerprint.get(fp) if fp is not None else None
     if target is not None and target.traces == 1:
         entry.token = Guest(target)
@@ -206,6 +218,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     settle_loaded(call)
     if fp is not None and fp not in _by_fingerprint:
         _by_fingerprint[fp] = own
+    if pinned:
+        program.cache.pin(entry, call.wrapper._state.parts)
     _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
     return out
 
@@ -216,6 +230,20 @@ def _finish(program, call, entry, traced, start, traced_at, fingerprinted_at) ->
     timings["trace"] += traced_at - start
     timings["fingerprint"] += fingerprinted_at - traced_at
     if _has_callback(traced.jaxpr.jaxpr):
+        program.waits.add(entry)
+
+
+def traced_program(
+    program: Any, entry: Any, token: Token, parts: Any, donated: list, kept: list, dyn: Any
+) -> None:
+    """After a call traced `entry`'s program under `token` (its own): a program that can raise
+    while it runs is waited for, and one that calls Python objects while it runs is pinned to
+    the objects this call traced (`_pinned.py`). Neither runs the function again: the jaxpr
+    comes from JAX's trace cache. One it cannot give is taken to call Python."""
+    jaxpr = jaxpr_of(token.program, token, donated, kept, dyn)
+    if jaxpr is None or runs_python(jaxpr):
+        program.cache.pin(entry, parts)
+    if jaxpr is not None and _has_callback(jaxpr.jaxpr):
         program.waits.add(entry)
 
 

@@ -101,6 +101,10 @@ class _State:
                         rebound_advice(old, key),
                     )
                 self.use(program, rebound)
+            else:
+                # Something it reads was rebound to an equal value: a program that calls Python
+                # objects while it runs may call the old ones (`_pinned.py`).
+                self.program.cache.drop_pinned()
         elif self.rebound is not None:
             self.rebound = None
             self.watching = bool(self.fun_watch)

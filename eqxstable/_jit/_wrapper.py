@@ -18,8 +18,16 @@ from ._fun import split_fun
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
-from ._reuse import Detach, detached, detached_token, Guest, real_token, slow_call
-from ._runtime_error import equinox_error, raises_at_run_time
+from ._reuse import (
+    Detach,
+    detached,
+    detached_token,
+    Guest,
+    real_token,
+    slow_call,
+    traced_program,
+)
+from ._runtime_error import equinox_error
 from ._state import _Aux, _State
 
 
@@ -162,7 +170,7 @@ class _JitWrapper(Generic[_P, _T]):
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
-        entry = program.cache.lookup(leaves, treedef)
+        entry = program.cache.lookup(leaves, treedef, state.parts)
         donated, kept = entry.take(leaves)
         token = entry.token
         call = Call(program, self, args, kwargs, entry, False)
@@ -181,8 +189,7 @@ class _JitWrapper(Generic[_P, _T]):
             if call.committed and token is not None:
                 state.traced(program)
                 token = real_token(entry.token)
-                if raises_at_run_time(token.program, token, donated, kept, self._dynamic):
-                    program.waits.add(entry)
+                traced_program(program, entry, token, state.parts, donated, kept, self._dynamic)
             elif call.committed:
                 state.traced(program)
             if program.waits and entry in program.waits:
@@ -238,7 +245,7 @@ class _JitWrapper(Generic[_P, _T]):
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = _flatten((args, kwargs), None)
-        entry = program.cache.lookup(leaves, treedef)
+        entry = program.cache.lookup(leaves, treedef, state.parts)
         donated, kept = entry.split(leaves)
         token = entry.token
         if token is None or type(token) is Guest:
@@ -257,6 +264,8 @@ class _JitWrapper(Generic[_P, _T]):
         # Lowering traced the function: what it changed in itself then is not a later change.
         state.resnapshot()
         program.cache.rekey(entry)
+        # A program that calls Python while it runs serves only these objects (`_pinned.py`).
+        traced_program(program, entry, token, state.parts, donated, kept, self._dynamic)
         return Lowered(lowered, self, entry)
 
     def cache_info(self) -> CacheInfo:

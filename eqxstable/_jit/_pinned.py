@@ -1,0 +1,212 @@
+"""Programs that call back into Python while they run serve only the objects that traced them.
+
+A host callback (`jax.pure_callback`, `jax.experimental.io_callback`, `jax.debug.callback`, a
+`jax.debug.print` of a Python object) is compiled into the program as the very object the trace
+met, and the program calls that object, with whatever state it has then, every time it runs. Two
+equivalent objects (the same code, equal attributes) are interchangeable while a trace reads them,
+not while a program runs: once one of them changes (`cb1.scale = 5`), or the callback changes its
+own state (`cb.calls += 1`), a program traced with the first would compute, or write, what only the
+first holds for calls that pass the second. So an entry whose trace holds such a callback is
+*pinned* (`Cache.pin`): it serves only calls whose static leaves, node data and function are the
+very objects it traced, with nothing its key reads rebound since (a failed watch drops it, even
+when the key is equal again), and its program is never reused for another entry's trace
+(`_reuse.first_call`). A call with equivalent objects traces and compiles its own, as
+`equinox.filter_jit` does, which keys callables by identity.
+
+Which equations run Python at run time is decided by an allowlist of what is known not to:
+JAX's callback primitives always do, except Equinox's own `error_if` checks over the messages
+their trace made (equal messages raise the same error); a `debug_print` does when it formats
+anything but plain
+values (an object's `__str__` runs then); any other equation does when one of its parameters holds
+a callable that is neither JAX's own nor known to be read only while tracing or lowering (the
+rules of custom derivatives, `_fingerprint.TRACE_ONLY`, and the static parts of Equinox's
+`filter_primitive`s, which lowering traces). Sub-jaxprs are looked into.
+"""
+
+import operator
+from types import FunctionType
+from typing import Any
+
+from jax.extend import core as jcore
+
+from ._fingerprint import TRACE_ONLY
+
+
+# Primitives whose `callback` parameter is called while the program runs.
+_CALLBACKS = frozenset({"pure_callback", "io_callback", "debug_callback"})
+# Values whose formatting at run time reads nothing that can change.
+_PLAIN = frozenset({str, int, float, bool, complex, bytes, type(None)})
+_TreeDef = type(__import__("jax").tree_util.tree_structure(0))
+
+
+def runs_python(jaxpr: Any) -> bool:
+    """Whether a (closed) jaxpr, or one inside it, holds an equation that calls Python objects
+    while the compiled program runs (see the module's docstring). When unsure, `True`: the entry
+    is then pinned, which costs a trace for an equivalent object, never a wrong answer."""
+    if isinstance(jaxpr, jcore.ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    try:
+        return _runs_python(jaxpr, set())
+    except Exception:
+        return True
+
+
+def _runs_python(jaxpr: Any, seen: set) -> bool:
+    if id(jaxpr) in seen:
+        return False
+    seen.add(id(jaxpr))
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        params = eqn.params
+        if name in _CALLBACKS and not _equinox_check(params.get("callback")):
+            return True
+        if name == "debug_print":
+            if not all(_plain(v) for v in params.values()):
+                return True
+        elif name not in _CALLBACKS and not _filter_primitive(params):
+            for param, value in params.items():
+                if (name, param) not in TRACE_ONLY and _holds_callable(value):
+                    return True
+        for value in params.values():
+            for sub in value if type(value) in (tuple, list) else (value,):
+                if isinstance(sub, jcore.ClosedJaxpr):
+                    sub = sub.jaxpr
+                if isinstance(sub, jcore.Jaxpr) and _runs_python(sub, seen):
+                    return True
+    return False
+
+
+# Equinox's own callbacks of an `equinox.error_if` check (`equinox._errors._error`): `raises`,
+# and `tpu_msg` after it. Each reads only what its trace made: the messages and the stack of
+# the trace (lists of strings, and the `bytes` id of the calling `filter_jit`), which the check
+# records and raises with; its result is the error or the argument itself.
+_EQUINOX_CHECKS = frozenset({"_error.<locals>.raises", "_error.<locals>.tpu_msg"})
+_EQUINOX_CELLS = frozenset({"msgs", "stack"})
+
+
+def _equinox_check(callback: Any) -> bool:
+    """Whether a callback is one of Equinox's runtime checks over plain messages: running the
+    check of another trace over equal messages raises the same error (its stack, shown under the
+    message, is the other trace's)."""
+    fn = getattr(callback, "callback_func", None)
+    if type(callback).__name__ != "_FlatCallback" or type(fn) is not FunctionType:
+        return False
+    try:
+        import equinox._errors as errors
+    except ImportError:  # pragma: no cover - moved: its checks are pinned.
+        return False
+    code = fn.__code__
+    return (
+        fn.__qualname__ in _EQUINOX_CHECKS
+        and code.co_filename == errors.__file__
+        and fn.__module__ == errors.__name__
+        and not fn.__dict__
+        and fn.__defaults__ is None
+        and fn.__kwdefaults__ is None
+        and set(code.co_freevars) <= _EQUINOX_CELLS
+        and all(_messages(cell.cell_contents) for cell in fn.__closure__ or ())
+        and _plain(callback.in_tree)
+    )
+
+
+def _messages(value: Any) -> bool:
+    return type(value) in (list, tuple) and all(type(v) in (str, bytes) for v in value)
+
+
+def _plain(value: Any) -> bool:
+    """Whether formatting `value` (or unflattening arrays into it) runs only JAX's and Python's
+    own code over values that cannot change."""
+    t = type(value)
+    if t in _PLAIN:
+        return True
+    if t is tuple or t is frozenset:
+        return all(map(_plain, value))
+    if isinstance(value, _TreeDef):
+        return _plain_tree(value)
+    return False
+
+
+def _plain_tree(treedef: Any) -> bool:
+    node = treedef.node_data()
+    if node is None:
+        return treedef.num_nodes == 1  # A leaf, or `None`.
+    kind, data = node
+    if kind not in (tuple, list, dict):
+        return False
+    if data is not None and not _plain(tuple(data) if type(data) is list else data):
+        return False
+    return all(map(_plain_tree, treedef.children()))
+
+
+def _holds_callable(value: Any) -> bool:
+    t = type(value)
+    if t in _PLAIN or isinstance(value, (type, jcore.Jaxpr, jcore.ClosedJaxpr)):
+        return False
+    if t in (tuple, list, frozenset):
+        return any(map(_holds_callable, value))
+    if t is dict:
+        return any(map(_holds_callable, value.values()))
+    if not callable(value):
+        return False
+    module = getattr(t, "__module__", "") or ""
+    # JAX's own callable objects in parameters (a `Mesh`) are read while lowering; its callback
+    # wrappers only appear under the callback primitives, handled above.
+    return not (module == "jax" or module.startswith(("jax.", "jaxlib")))
+
+
+def _filter_primitive(params: dict) -> bool:
+    """An Equinox `filter_primitive` (lineax's `linear_solve`): its static part is read while
+    tracing and lowering (its rules trace the functions it holds), never by the program."""
+    try:
+        from equinox.internal._primitive import Flatten
+    except ImportError:  # pragma: no cover - moved: its equations count as unknown, pinned.
+        return False
+    return any(type(v) is Flatten for v in params.values())
+
+
+def fun_identity(parts: Any) -> tuple:
+    """What a pinned entry holds of the function that traced it: its parts (compared by identity
+    first), its static leaves and its node data."""
+    from ._cache import node_data  # Here: `_cache` imports this module.
+
+    if parts is None:
+        return (None, (), ())
+    return (parts, parts.template, tuple(node_data(parts.treedef, list(parts.template))))
+
+
+def same_fun(pinned: tuple, parts: Any) -> bool:
+    """Whether `parts` holds the very static objects of the function that traced a pinned
+    entry (one level down in its node data, as the cache compares node data)."""
+    if pinned[0] is parts:
+        return True
+    if parts is None:
+        return False
+    from ._cache import node_data, same_node_data  # Here: `_cache` imports this module.
+
+    _, template, data = pinned
+    return (
+        len(template) == len(parts.template)
+        and all(map(operator.is_, template, parts.template))
+        and same_node_data(node_data(parts.treedef, list(parts.template)), data)
+    )
+
+
+def pin_slot(key: Any, statics: Any, data: Any, fun: tuple) -> Any:
+    """The key a pinned entry is kept under: its own key and the identities of the objects it
+    traced (which it holds, so that no other object can have their `id`s meanwhile)."""
+    _, template, fun_data = fun
+    return ("pinned", key, _ids(statics), _ids(data), _ids(template), _ids(fun_data))
+
+
+def _ids(items: Any) -> tuple:
+    # One level down, as node data is compared: a fresh tuple per flatten holding the same values.
+    return tuple(tuple(map(id, x)) if type(x) in (tuple, list) else id(x) for x in items)
+
+
+def jaxpr_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> Any:
+    """The jaxpr the program just compiled for `token` (from JAX's trace cache: the function is
+    not run again), or `None` when it cannot be had."""
+    try:
+        return program.jitted.trace(donated, kept, dyn, token).jaxpr
+    except Exception:
+        return None
