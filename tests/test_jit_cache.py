@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 from eqxstable._keys import compute, merge, Watch
@@ -316,3 +317,39 @@ def test_the_key_memo_forgets_dead_objects():
     del fs
     gc.collect()
     assert len(_context.memo) <= before + 5
+
+
+class _Scaled(eqx.Module):
+    w: Any
+    act: Any = eqx.field(static=True)
+
+    def __call__(self, x):
+        return self.act(self.w * x)
+
+
+def _adder(c):
+    return lambda v: v + c
+
+
+@pytest.mark.counts_traces
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, 2.5]), min_size=2, max_size=5))
+def test_a_rebuilt_modules_static_lambda_shares_its_program(constants):
+    """A module rebuilt with a fresh, equivalent lambda in an `eqx.field(static=True)` is a hit:
+    its node data is keyed by value, not by the `PyTreeDef`'s `==`, which compares the lambda by
+    identity. A lambda over another constant is traced again, and each call answers with its own."""
+    traces = 0
+
+    def body(m, x):
+        nonlocal traces
+        traces += 1
+        return m(x)
+
+    f = es.filter_jit(body)
+    x = jnp.ones(2)
+    for i, c in enumerate(constants):
+        out = f(_Scaled(jnp.asarray(float(i + 1)), _adder(c)), x)
+        np.testing.assert_array_equal(np.asarray(out), np.full(2, float(i + 1) + c, np.float32))
+    distinct = {(c, np.signbit(c)) for c in constants}
+    assert traces == len(distinct)
+    assert f.cache_info().traces == len(distinct)

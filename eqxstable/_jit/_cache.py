@@ -124,7 +124,7 @@ class Entry:
         self.fun: tuple | None = None
         # Its key in `Cache.entries`: `key`, or `pin_slot(...)` once pinned.
         self.slot: Any = key
-        self.adopt(leaves, data, watch)
+        self.adopt(treedef, leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
         n_first = leaves_of_first_arg(treedef)
         if donated_args == "none":
@@ -146,9 +146,11 @@ class Entry:
         few = not self.donate_pos and 0 < n_static <= max(_FEW_STATICS, len(leaves) // 8)
         self.drop_pos = [i for i, m in reversed(list(enumerate(mask))) if not m] if few else None
 
-    def adopt(self, leaves: list, data: list, watch: Watch) -> None:
-        """Holds these (equivalent) static objects from now on: the identity fast path compares
-        against them, and a retrace rebuilds the call from them, never from older ones."""
+    def adopt(self, treedef: Any, leaves: list, data: list, watch: Watch) -> None:
+        """Holds these (equivalent) static objects and this structure (whose node data may hold
+        a rebuilt module's static lambda) from now on: the identity fast path compares against
+        them, and a retrace rebuilds the call from them, never from older ones."""
+        self.treedef = treedef
         self.types = tuple(map(type, leaves))
         self.statics = tuple(_compress(leaves, self.static_sel))
         self.template = [leaf if s else None for s, leaf in zip(self.static_sel, leaves)]
@@ -375,7 +377,7 @@ class Cache:
         if entry is not None:
             # An equivalent static (a rebuilt lambda, or the same one whose global was rebound
             # to an equal value): the entry holds the newest objects from now on.
-            entry.adopt(leaves, data, watch)
+            entry.adopt(treedef, leaves, data, watch)
             return entry, False
         entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
         self.entries.set(key, entry)
@@ -417,7 +419,7 @@ def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
         k, w = compute(x)
         keys.append(k)
         watches.append(w)
-    classes, data = walk(treedef)
+    classes, data, shape = walk(treedef)
     node_keys = []
     for d in data:
         k, w = compute_node_data(d)
@@ -428,7 +430,7 @@ def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
         k, w = compute(c)
         class_keys.append(k)
         watches.append(w)
-    key = (Structure(treedef), mask, tuple(keys), tuple(node_keys), tuple(class_keys))
+    key = (Structure(treedef, shape), mask, tuple(keys), tuple(node_keys), tuple(class_keys))
     return key, merge(watches)
 
 

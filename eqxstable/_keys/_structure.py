@@ -12,9 +12,10 @@ from typing import Any
 from ._origin import library_class
 
 
-def walk(treedef: Any) -> tuple[tuple[type, ...], list]:
+def walk(treedef: Any) -> tuple[tuple[type, ...], list, tuple]:
     """The node types of `treedef` defined in the user's code (an `eqx.Module` subclass, a
-    registered dataclass), and the node data of every node that has some, in a fixed order.
+    registered dataclass), the node data of every node that has some, in a fixed order, and its
+    shape without node data: each node's type and arity, a leaf as `None`, in the same order.
 
     A `dict` node's data is the list of its keys, made afresh by each flatten and never
     changed: it is given as a tuple, keyed by value with nothing to watch. Any other list in
@@ -22,19 +23,23 @@ def walk(treedef: Any) -> tuple[tuple[type, ...], list]:
     place later: it stays a list, keyed by value and watched."""
     found: dict[type, None] = {}
     data: list = []
+    shape: list = []
     pending = [treedef]
     while pending:
         node = pending.pop()
         node_data = node.node_data()
         if node_data is None:
-            continue  # A leaf.
+            shape.append(None)  # A leaf.
+            continue
         t, d = node_data
         if d is not None:
             data.append(tuple(d) if t is dict and type(d) is list else d)
         if t not in found and isinstance(t, type) and not library_class(t):
             found[t] = None
-        pending.extend(node.children())
-    return tuple(found), data
+        children = node.children()
+        shape.append((t, len(children)))
+        pending.extend(children)
+    return tuple(found), data, tuple(shape)
 
 
 def _shape(treedef: Any) -> Any:
@@ -54,13 +59,17 @@ def same_structure(a: Any, b: Any) -> bool:
 
 
 class Structure:
-    """A `PyTreeDef` in a dict key: hashed as JAX hashes it, compared with `same_structure`."""
+    """A `PyTreeDef` in a dict key, hashed and compared by its shape alone: node types and arities.
+    Its node data is keyed beside it by `stable_key` (`compute_node_data`): `PyTreeDef`'s own `==`
+    and hash would compare a static field's rebuilt lambda by identity, so an equivalent rebuilt
+    module would never find its program."""
 
-    __slots__ = ("treedef", "_hash")
+    __slots__ = ("treedef", "shape", "_hash")
 
-    def __init__(self, treedef: Any):
+    def __init__(self, treedef: Any, shape: tuple):
         self.treedef = treedef
-        self._hash = hash(treedef)
+        self.shape = shape
+        self._hash = hash(shape)
 
     def __hash__(self) -> int:
         return self._hash
@@ -68,7 +77,7 @@ class Structure:
     def __eq__(self, other: object) -> bool:
         if type(other) is not Structure:
             return NotImplemented
-        return self._hash == other._hash and same_structure(self.treedef, other.treedef)
+        return self._hash == other._hash and self.shape == other.shape
 
     def __repr__(self) -> str:
         return f"Structure({self.treedef!r})"
