@@ -20,7 +20,7 @@ import numpy as np
 from jax.core import Tracer
 
 from .._keys import compute_node_data, stable_key
-from .._module import freeze, Static, VIEW_BASES
+from .._module import Static, VIEW_BASES
 
 
 _MAX_REPR = 60
@@ -84,11 +84,16 @@ def short_repr(obj: Any) -> str:
 
 def _static_leaf(obj: Any) -> StaticLeaf:
     if type(obj) is Static:
-        # A `StableModule`'s static field: described by the value its code reads, and keyed by
-        # that value's hashable form (a `Static` itself is compared by identity).
+        # A `StableModule`'s static field: described, and keyed, by the value its code reads (as
+        # frozen once, by `freeze_static`). Not by the `Static`: its key names the canonical
+        # object, so a module built over a function after one of its captured variables was
+        # rebound (another `Static` for the same function) would differ by identity alone, and
+        # the miss would blame a new object instead of naming the variable (`tests/
+        # test_module_static.py`). Nor by freezing the value again into its plain-module form:
+        # a read-only array's key is its bytes, that form's is its identity.
         value = obj.value
         shown = VIEW_BASES.get(type(value), type(value))
-        return StaticLeaf(stable_key(freeze(value)), shown, short_repr(value))
+        return StaticLeaf(stable_key(value), shown, short_repr(value))
     return StaticLeaf(stable_key(obj), type(obj), short_repr(obj))
 
 
