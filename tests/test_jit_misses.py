@@ -6,7 +6,9 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 from eqxstable._jit import diff, signature
@@ -248,3 +250,83 @@ def test_closest_entry_counts_every_changed_attribute():
     jitted(jnp.ones(3, jnp.int32))
     assert jitted.misses[-1].kind == "dtype"
     assert "float32[3] -> int32[3]" in jitted.misses[-1].reason
+
+
+class _Options:
+    """Pytree node data made afresh by each flatten: hashable, equal by value, holding a dict
+    (which `stable_key` alone names by identity)."""
+
+    def __init__(self, options: dict):
+        self.options = options
+
+    def __eq__(self, other):
+        return type(other) is _Options and other.options == self.options
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.options.items())))
+
+
+@jtu.register_pytree_node_class
+class _Box:
+    def __init__(self, x, options: dict):
+        self.x = x
+        self.options = options
+
+    def tree_flatten(self):
+        return (self.x,), _Options(dict(self.options))
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], aux.options)
+
+
+def _scaled(box):
+    return box.x * len(box.options)
+
+
+@pytest.mark.counts_traces
+def test_a_miss_names_node_data_only_where_the_cache_saw_it_change():
+    # The signature keys node data by the cache's own rule (contents, with the dicts that each
+    # flatten makes afresh): equal options are no difference, so the miss is the dtype's.
+    traces = 0
+
+    def f(box):
+        nonlocal traces
+        traces += 1
+        return _scaled(box)
+
+    jitted = es.filter_jit(f)
+    jitted(_Box(jnp.ones(3), {"scale": 2.0}))
+    jitted(_Box(jnp.ones(3), {"scale": 2.0}))
+    assert traces == 1
+    out = jitted(_Box(jnp.ones(3, jnp.int32), {"scale": 2.0}))
+    assert traces == 2 and out.dtype == jnp.int32
+    miss = jitted.misses[-1]
+    assert (miss.kind, miss.path) == ("dtype", "args[0][<flat index 0>]")
+    assert "more difference" not in miss.reason
+
+
+_OPTION_VALUES = st.one_of(
+    st.integers(-2, 2), st.booleans(), st.sampled_from([0.0, 1.0, -0.0]), st.just("a")
+)
+_OPTIONS = st.dictionaries(st.sampled_from("xy"), _OPTION_VALUES, max_size=2)
+
+
+@pytest.mark.counts_traces
+@settings(max_examples=15, deadline=None)
+@given(a=_OPTIONS, b=_OPTIONS)
+def test_node_data_in_a_miss_agrees_with_the_cache(a, b):
+    # Two calls whose only difference is the node data hit exactly when the cache keys them
+    # alike; a call that changes a dtype as well is then explained by the dtype alone, else by
+    # the node data.
+    for other in (b, dict(a), {**a, "x": 1.0}):
+        es.clear_caches()
+        jitted = es.filter_jit(_scaled)
+        jitted(_Box(jnp.ones(3), a))
+        jitted(_Box(jnp.ones(3), other))
+        same = jitted.cache_info().misses == 1
+        es.clear_caches()
+        jitted = es.filter_jit(_scaled)
+        jitted(_Box(jnp.ones(3), a))
+        jitted(_Box(jnp.ones(3, jnp.int32), other))
+        assert jitted.misses[-1].kind == ("dtype" if same else "structure")

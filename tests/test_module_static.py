@@ -330,6 +330,24 @@ def test_a_rebound_closure_in_a_static_field_is_retraced_by_the_stable_filter_ji
     assert [m.kind for m in run.misses] == ["first", "mutated", "static"]
 
 
+def test_a_changed_array_in_a_static_field_is_named_as_a_changed_value():
+    # A miss keys a `StableModule`'s static value as its code reads it (a read-only array, keyed
+    # by its bytes), not frozen again into a plain-module form (keyed by identity), so the new
+    # value is named as a new value, not as a similar-looking object to build once.
+    class Holder(es.StableModule):
+        table: Any = eqx.field(static=True)
+
+        def __call__(self, x):
+            return x * self.table.sum()
+
+    run = es.filter_jit(lambda model, x: model(x))
+    np.testing.assert_array_equal(run(Holder(np.arange(3)), jnp.ones(2)), [3.0, 3.0])
+    np.testing.assert_array_equal(run(Holder(np.arange(3) + 1), jnp.ones(2)), [6.0, 6.0])
+    miss = run.misses[-1]
+    assert (miss.kind, miss.path) == ("static", "args[0].table")
+    assert "array([0, 1, 2]) -> ndarray array([1, 2, 3])" in miss.reason
+
+
 def test_the_canonical_tables_callback_may_run_while_its_lock_is_held():
     # Garbage collection can run `_drop_array` (a weak reference callback) inside the locked
     # section of `_canonical_array`, on the same thread: with a plain lock that hung the suite.

@@ -19,9 +19,8 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.core import Tracer
 
-from .._compat import flat_module_aux
-from .._keys import stable_key
-from .._module import freeze, Static, VIEW_BASES
+from .._keys import compute_node_data, stable_key
+from .._module import Static, VIEW_BASES
 
 
 _MAX_REPR = 60
@@ -85,11 +84,16 @@ def short_repr(obj: Any) -> str:
 
 def _static_leaf(obj: Any) -> StaticLeaf:
     if type(obj) is Static:
-        # A `StableModule`'s static field: described by the value its code reads, and keyed by
-        # that value's hashable form (a `Static` itself is compared by identity).
+        # A `StableModule`'s static field: described, and keyed, by the value its code reads (as
+        # frozen once, by `freeze_static`). Not by the `Static`: its key names the canonical
+        # object, so a module built over a function after one of its captured variables was
+        # rebound (another `Static` for the same function) would differ by identity alone, and
+        # the miss would blame a new object instead of naming the variable (`tests/
+        # test_module_static.py`). Nor by freezing the value again into its plain-module form:
+        # a read-only array's key is its bytes, that form's is its identity.
         value = obj.value
         shown = VIEW_BASES.get(type(value), type(value))
-        return StaticLeaf(stable_key(freeze(value)), shown, short_repr(value))
+        return StaticLeaf(stable_key(value), shown, short_repr(value))
     return StaticLeaf(stable_key(obj), type(obj), short_repr(obj))
 
 
@@ -115,19 +119,13 @@ def array_leaf(x: Any) -> ArrayLeaf:
     return ArrayLeaf(tuple(aval.shape), aval.dtype, bool(weak), sharding)  # pyright: ignore
 
 
-def _data_key(data: Any, depth: int = 0) -> Any:
-    # Node data is rebuilt by every flatten (a dict's keys come as a fresh list), so containers
-    # are compared by their contents here; the values in them by `stable_key` (which also keys
-    # what is nested too deeply to compare without a `RecursionError`).
-    if type(data) in (list, tuple) and depth < 16:
-        return (type(data), tuple([_data_key(x, depth + 1) for x in data]))
-    return stable_key(data)
-
-
 def _node(x: Any, treedef: Any) -> Node:
     node_type, data = treedef.node_data()
-    # Equinox < 0.13.3: a fresh `_FlattenedData` per flatten, keyed by its contents instead.
-    data_key = _data_key(data if flat_module_aux is None else flat_module_aux(data))
+    # Keyed by the rule the cache keys node data by (`_cache._key`): a node's data is rebuilt by
+    # every flatten (a dict's keys come as a fresh list, a custom node may return a new dict or
+    # dataclass), so it is keyed by its contents, and two signatures differ in a node exactly
+    # where the cache's keys do.
+    data_key, _ = compute_node_data(data)
     fields = None
     if isinstance(x, eqx.Module):
         # The stored value, as JAX sees it, rather than what an attribute read gives.
