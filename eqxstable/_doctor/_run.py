@@ -16,6 +16,7 @@ import equinox as eqx
 
 from .._jit import current, filter_jit as stable_filter_jit, live_wrappers
 from ._jax_jit import JaxJitWatch
+from ._launch import run_as_python
 from ._observe import Observer
 from ._render import equinox_row, jax_row, prediction, render_text, stable_row, totals
 
@@ -35,6 +36,7 @@ _HERE = {
     os.path.abspath(__file__),
     os.path.abspath(runpy.__file__),
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observe.py"),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py"),
 }
 
 
@@ -213,22 +215,12 @@ def run(
     explains = watch.install()
     kept: list = []
     undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script, *script_args]
-    if module:
-        sys.path[0:1] = [os.getcwd()]
-    else:
-        here = os.path.abspath(script)
-        sys.path[0:1] = [here if os.path.isdir(script) else os.path.dirname(here)]
     status = 0
     saved_addopts = os.environ.get("PYTEST_ADDOPTS")
     if module and script in ("pytest", "py.test"):
         os.environ["PYTEST_ADDOPTS"] = _quiet_plugins_imported(saved_addopts)
     try:
-        if module:
-            runpy.run_module(script, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(script, run_name="__main__")
+        run_as_python(script, script_args, module)
     except SystemExit as e:
         status = _exit_status(e.code)
     except KeyboardInterrupt as e:
@@ -238,8 +230,6 @@ def run(
         _print_traceback(e)
         status = 1
     finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
         if saved_addopts is None:
             os.environ.pop("PYTEST_ADDOPTS", None)
         else:
