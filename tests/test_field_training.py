@@ -219,10 +219,11 @@ def test_an_optimiser_on_all_array_leaves_does_what_it_does_to_any_integer_array
     for model in (stable, plain):
         try:
             outcomes.append(_init_and_step_on_all_arrays(model, optim))
-        except ValueError as error:
-            assert "pytree structure" in str(error) or "structure" in str(error)
+        except ValueError:
+            # JAX's own message, which differs between versions ("pytree structure error" on
+            # JAX 0.10, "Expected None, got Array" on JAX 0.5, where sgd with momentum fails too).
             outcomes.append(None)
     assert (outcomes[0] is None) == (outcomes[1] is None)
     if outcomes[0] is not None:
-        # Where the optimiser does not compare, the field comes out untouched.
+        # Where the optimiser gets through, the field comes out untouched.
         assert outcomes[0].weight_decay == 0.1 and int(outcomes[1].steps) == 3
