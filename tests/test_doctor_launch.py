@@ -103,3 +103,13 @@ def test_a_traceback_names_the_script_as_python_does(tmp_path):
     assert plain.returncode == doctor.returncode == 1
     assert f'File "{tmp_path}/fail.py", line 4, in <module>' in plain.stderr
     assert doctor.stderr.startswith(plain.stderr)
+
+
+def test_the_report_names_the_script_as_it_was_given(tmp_path):
+    # Its functions' code holds the absolute `__file__`; the report shows the path as typed.
+    source = "import equinox as eqx\n\n\n@eqx.filter_jit\ndef f(x):\n    return x\n\n\nf(1.0)\n"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "jitted.py").write_text(source)
+    doctor = _python(["-m", "eqxstable", "doctor", "sub/jitted.py"], tmp_path)
+    assert doctor.returncode == 0, doctor.stderr
+    assert "`f` (sub/jitted.py:4): misses by kind and path" in doctor.stderr

@@ -29,7 +29,8 @@ from importlib.machinery import SourceFileLoader
 from typing import Any
 
 
-def _absolute(path: str) -> str:
+def absolute(path: str) -> str:
+    """`path` made absolute as Python makes a script's `__file__`."""
     # As CPython's `_Py_abspath`: the working directory and the path, joined by one separator
     # and not normalised (`./a.py` gives `/cwd/./a.py`, and the root gives `//a.py`).
     if os.path.isabs(path):
@@ -61,7 +62,7 @@ def _set_path0(path0: str | None, insert: bool) -> None:
 
 
 def _run_file(main: types.ModuleType, script: str) -> None:
-    filename = _absolute(script)
+    filename = absolute(script)
     namespace = main.__dict__
     namespace["__file__"] = filename
     namespace["__cached__"] = None
@@ -104,7 +105,7 @@ def run_as_python(target: str, args: list[str], module: bool) -> Any:
             runpy._run_module_as_main(target, alter_argv=True)  # pyright: ignore
         elif not os.path.isfile(target) or _is_zip(target):
             sys.argv = [target, *args]
-            _set_path0(_absolute(target), insert=True)
+            _set_path0(absolute(target), insert=True)
             runpy._run_module_as_main("__main__", alter_argv=False)  # pyright: ignore
         else:
             sys.argv = [target, *args]

@@ -16,7 +16,7 @@ import equinox as eqx
 
 from .._jit import current, filter_jit as stable_filter_jit, live_wrappers
 from ._jax_jit import JaxJitWatch
-from ._launch import run_as_python
+from ._launch import absolute, run_as_python
 from ._observe import Observer
 from ._render import equinox_row, jax_row, prediction, render_text, stable_row, totals
 
@@ -216,6 +216,9 @@ def run(
     kept: list = []
     undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
     status = 0
+    # The script's own functions are shown where the user named it (`examples/sweep.py:83`), as
+    # before the doctor ran scripts with the absolute `__file__` Python gives them.
+    script_file = None if module else absolute(script)
     saved_addopts = os.environ.get("PYTEST_ADDOPTS")
     if module and script in ("pytest", "py.test"):
         os.environ["PYTEST_ADDOPTS"] = _quiet_plugins_imported(saved_addopts)
@@ -251,6 +254,9 @@ def run(
     rows = [stable_row(wrappers) for wrappers in by_function.values()]
     rows += [equinox_row(r) for r in observer.records if r.calls]
     rows += [jax_row(r) for r in watch.records]
+    for row in rows:
+        if script_file is not None and row["location"].startswith(script_file + ":"):
+            row["location"] = script + row["location"][len(script_file) :]
     shown = f"-m {script}" if module else script
     report = {
         "script": shown,
