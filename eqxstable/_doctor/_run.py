@@ -216,8 +216,8 @@ def run(
     kept: list = []
     undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
     status = 0
-    # The script's own functions are shown where the user named it (`examples/sweep.py:83`), as
-    # before the doctor ran scripts with the absolute `__file__` Python gives them.
+    # The script's own functions are shown where the user named it (`examples/sweep.py:83`), not
+    # by the absolute `__file__` Python gives them (and their code).
     script_file = None if module else absolute(script)
     saved_addopts = os.environ.get("PYTEST_ADDOPTS")
     if module and script in ("pytest", "py.test"):
@@ -254,9 +254,8 @@ def run(
     rows = [stable_row(wrappers) for wrappers in by_function.values()]
     rows += [equinox_row(r) for r in observer.records if r.calls]
     rows += [jax_row(r) for r in watch.records]
-    for row in rows:
-        if script_file is not None and row["location"].startswith(script_file + ":"):
-            row["location"] = script + row["location"][len(script_file) :]
+    if script_file is not None and script_file != script:
+        rows = _as_given(rows, script_file + ":", script + ":")
     shown = f"-m {script}" if module else script
     report = {
         "script": shown,
@@ -270,6 +269,18 @@ def run(
         "prediction": None if stabilize else prediction(rows),
     }
     return status, report
+
+
+def _as_given(value: Any, absolute_at: str, given_at: str) -> Any:
+    # The report's rows with every `ABSOLUTE:LINE` of the script (a location, a reason's
+    # "defined at") written as `SCRIPT:LINE`.
+    if isinstance(value, str):
+        return value.replace(absolute_at, given_at)
+    if isinstance(value, dict):
+        return {k: _as_given(v, absolute_at, given_at) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_as_given(v, absolute_at, given_at) for v in value)
+    return value
 
 
 def _unique(wrappers: list) -> list:
