@@ -186,3 +186,44 @@ def test_copies_keep_the_value(clone):
     m = clone(Scale(0.25))
     assert type(m.factor) is float and m.factor == 0.25
     np.testing.assert_allclose(m(jnp.ones(2)), 0.25)
+
+
+class IntArrayRegressor(eqx.Module):
+    linear: eqx.nn.Linear
+    steps: jax.Array
+
+    def __call__(self, x):
+        return self.linear(x)
+
+
+def _init_and_step_on_all_arrays(model, optim):
+    # `eqx.filter(model, eqx.is_array)` as the optimiser's parameters (attack5b-06).
+    xs, ys = jnp.ones((4, 3)), jnp.ones(4)
+    params = eqx.filter(model, eqx.is_array)
+    grads = eqx.filter_grad(lambda m: jnp.mean((jax.vmap(m)(xs)[:, 0] - ys) ** 2))(model)
+    updates, _ = optim.update(grads, optim.init(params), params)
+    return eqx.apply_updates(model, updates)
+
+
+@pytest.mark.parametrize("optim", [optax.adam(1e-2), optax.sgd(1e-2, momentum=0.9)])
+def test_an_optimiser_on_all_array_leaves_does_what_it_does_to_any_integer_array(optim):
+    # What docs/stable_module.md says: to `eqx.is_array` the stored words are an integer array
+    # (they must be, for `eqx.filter_jit` to trace them), which the gradients never hold; an
+    # optax optimiser that compares its state with the gradients (adam, in recent optax)
+    # then fails exactly as it does on an integer array in a plain `eqx.Module`. Set up with
+    # `eqx.is_inexact_array`, the loop trains (`test_the_standard_loop_...`).
+    key = jr.key(0)
+    stable = StableRegressor(0.1, key)
+    plain = IntArrayRegressor(eqx.nn.Linear(3, 1, key=key), jnp.array(3, jnp.int32))
+    outcomes = []
+    for model in (stable, plain):
+        try:
+            outcomes.append(_init_and_step_on_all_arrays(model, optim))
+        except ValueError:
+            # JAX's own message, which differs between versions ("pytree structure error" on
+            # JAX 0.10, "Expected None, got Array" on JAX 0.5, where sgd with momentum fails too).
+            outcomes.append(None)
+    assert (outcomes[0] is None) == (outcomes[1] is None)
+    if outcomes[0] is not None:
+        # Where the optimiser gets through, the field comes out untouched.
+        assert outcomes[0].weight_decay == 0.1 and int(outcomes[1].steps) == 3

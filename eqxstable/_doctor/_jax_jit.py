@@ -14,8 +14,10 @@ JAX explained before, with no trace event of its own, is counted too.
 
 Calls that hit JAX's cache run in C++ and are not seen, so `jax.jit` rows have no call count.
 Explanations made while an `equinox.filter_jit` or stable `filter_jit` call runs belong to that
-call's row and are left out here. The records are withheld from the script's own logging unless
-the script's environment asked for them (`JAX_EXPLAIN_CACHE_MISSES`).
+call's row and are left out here. The explanations are turned on for the watch alone
+(`_ExplainSwitch`): the script reads its own `jax_explain_cache_misses`, and a record reaches the
+script's logging exactly when the script had the option on at the time (its environment, a
+`jax.config.update` or a `with jax.explain_cache_misses(True)` of its own).
 
 JAX < 0.9 explains its misses otherwise (`_compat.EXPLAINS_JIT_MISSES`): there the watch turns
 nothing on, counts no `jax.jit` compile, and the report says so.
@@ -24,6 +26,7 @@ nothing on, counts no `jax.jit` compile, and the report says so.
 import importlib.util
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +34,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.monitoring
+from jax._src import config as _jax_config
 
 from .._compat import EXPLAINS_JIT_MISSES
 from .._jit import COMPILE_EVENT, TRACE_EVENT
@@ -128,12 +132,13 @@ def _kind_of_types(new: str, old: str, text: str) -> str:
     return "sharding"
 
 
-def parse(message: str) -> _Explained | None:
-    """The function and the miss in one `TRACING CACHE MISS` record, or `None`."""
+def parse(message: str, same_line: bool | None = None) -> _Explained | None:
+    """The function and the miss in one `TRACING CACHE MISS` record, or `None`. `same_line`:
+    whether a function defined on the same line was seen before, if not as the message says."""
     first = _FIRST.search(message)
     if first is not None:
         name, at = first["name"], first["at"] or ""
-        if _SAME_LINE in message:
+        if _SAME_LINE in message if same_line is None else same_line:
             reason = (
                 f"`jax.jit` was applied to a new `{name}` function object, defined on the same "
                 'line as one it compiled before (JAX: "maybe the function is being re-defined '
@@ -176,6 +181,85 @@ def parse(message: str) -> _Explained | None:
     return _Explained(name, at, JaxMiss(kind, path, reason))
 
 
+class _AlwaysOn:
+    """`explain_cache_misses` as the doctor's copy of JAX's configuration reads it."""
+
+    value = True
+
+
+class _ExplainingConfig:
+    """JAX's configuration module as the explaining cache reads it: the same in everything but
+    `explain_cache_misses`, which is on."""
+
+    explain_cache_misses = _AlwaysOn()
+
+    def __init__(self, real: Any):
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _ExplainSwitch:
+    """Turns JAX's tracing-cache explanations on for the doctor alone. JAX explains a miss of
+    `trace_to_jaxpr` (`partial_eval.explain`) when `config.explain_cache_misses.value`, read by
+    the cache in `jax._src.util` through that module's `config` name; that name, and nothing
+    the script can read, is switched. `jax.config.jax_explain_cache_misses` keeps the script's
+    value, and so do the compiler's own messages, which read the real option.
+
+    One more trace the explanations leave: JAX remembers where it explained a new function
+    (`callsites_with_tracing_cache_miss`), to say "seen another function defined on the same
+    line" next time. A place remembered only because of the doctor is forgotten again, so the
+    script's own explanations say what they would say without it; the doctor keeps its own."""
+
+    # How many switches are on (the doctor's and a pytest plugin's watch may nest, and end in
+    # any order): JAX's module reads the real configuration again when the last one ends.
+    _on = 0
+    _lock = threading.Lock()
+
+    def __init__(self, util: Any):
+        self._util = util
+        self._callsites: set[str] = set()
+        partial_eval = sys.modules.get("jax._src.interpreters.partial_eval")
+        found = getattr(partial_eval, "callsites_with_tracing_cache_miss", None)
+        self._jax_callsites: set[str] | None = found if isinstance(found, set) else None
+
+    @classmethod
+    def install(cls) -> "_ExplainSwitch | None":
+        try:
+            from jax._src import util
+        except ImportError:
+            return None
+        with cls._lock:
+            read = getattr(util, "config", None)
+            if isinstance(read, _ExplainingConfig):
+                read = read._real
+            if read is not _jax_config or not hasattr(read, "explain_cache_misses"):
+                return None
+            util.config = _ExplainingConfig(read)  # pyright: ignore[reportAttributeAccessIssue]
+            cls._on += 1
+        return cls(util)
+
+    def uninstall(self) -> None:
+        cls = type(self)
+        with cls._lock:
+            cls._on -= 1
+            read = getattr(self._util, "config", None)
+            if cls._on == 0 and isinstance(read, _ExplainingConfig):
+                self._util.config = read._real
+
+    def seen_callsite(self, message: str, asked: bool) -> bool:
+        """Whether the doctor saw a new function explained at this record's place before.
+        Forgets the place on JAX's side if JAX remembered it for the doctor only."""
+        first_line = message.split("\n", 1)[0]
+        callsite = first_line.removeprefix("TRACING CACHE MISS at ").removesuffix(":")
+        seen = callsite in self._callsites
+        self._callsites.add(callsite)
+        if not asked and _SAME_LINE not in message and self._jax_callsites is not None:
+            self._jax_callsites.discard(callsite)
+        return seen
+
+
 class JaxJitWatch(logging.Filter):
     """Counts and explains the compiles of plain `jax.jit` functions. `busy()` says whether a
     `filter_jit` call is running in this thread (its compiles are counted there)."""
@@ -191,20 +275,24 @@ class JaxJitWatch(logging.Filter):
         self._pending = _Pending()
         self._was = False
         self._listening = False
+        self._switch: _ExplainSwitch | None = None
 
     def install(self) -> bool:
-        """Turns JAX's explanations on. Returns whether this JAX can explain its misses."""
+        """Turns JAX's explanations on for the doctor. Returns whether this JAX can explain its
+        misses."""
         if not EXPLAINS_JIT_MISSES:
             # Its explanations would be read wrongly, and JAX would log them to the script.
             return False
-        try:
-            self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
-            jax.config.update("jax_explain_cache_misses", True)
-        except (AttributeError, KeyError, ValueError):
-            return False
+        self._switch = _ExplainSwitch.install()
+        if self._switch is None:
+            try:
+                self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
+                jax.config.update("jax_explain_cache_misses", True)
+            except (AttributeError, KeyError, ValueError):
+                return False
+            for name in _ALSO_LOUDER:
+                logging.getLogger(name).addFilter(self)
         logging.getLogger(_LOGGER).addFilter(self)
-        for name in _ALSO_LOUDER:
-            logging.getLogger(name).addFilter(self)
         self._listening = True
         jax.monitoring.register_event_duration_secs_listener(self._listener)
         self.installed = True
@@ -215,13 +303,23 @@ class JaxJitWatch(logging.Filter):
             return
         self.installed = False
         self._listening = False
-        jax.config.update("jax_explain_cache_misses", self._was)
+        if self._switch is not None:
+            self._switch.uninstall()
+        else:
+            jax.config.update("jax_explain_cache_misses", self._was)
+            for name in _ALSO_LOUDER:
+                logging.getLogger(name).removeFilter(self)
         logging.getLogger(_LOGGER).removeFilter(self)
-        for name in _ALSO_LOUDER:
-            logging.getLogger(name).removeFilter(self)
         unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
         if unregister is not None:
             unregister(self._listener)
+
+    def _script_asked(self) -> bool:
+        # Whether the script would see this record without the doctor: its own setting, global
+        # or in a `with jax.explain_cache_misses(...)` of this thread, read now.
+        if self._switch is None:
+            return self._was
+        return bool(_jax_config.explain_cache_misses.value)
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Returns whether the record goes on to the script's own logging: only if it had asked.
@@ -231,12 +329,16 @@ class JaxJitWatch(logging.Filter):
         message = record.getMessage()
         if not message.startswith("TRACING CACHE MISS"):
             return True
-        explained = parse(message)
+        asked = self._script_asked()
+        same_line = None
+        if self._switch is not None and _FIRST.search(message) is not None:
+            same_line = self._switch.seen_callsite(message, asked)
+        explained = parse(message, same_line)
         if explained is not None and not _ours(explained.location):
             self._known.setdefault(f"jit({explained.name})", explained.location)
             if not self.busy():
                 self._pending.explained.append(explained)
-        return self._was
+        return asked
 
     def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
         if not self._listening:

@@ -16,6 +16,7 @@ import equinox as eqx
 
 from .._jit import current, filter_jit as stable_filter_jit, live_wrappers
 from ._jax_jit import JaxJitWatch
+from ._launch import absolute, run_as_python
 from ._observe import Observer
 from ._render import equinox_row, jax_row, prediction, render_text, stable_row, totals
 
@@ -35,6 +36,7 @@ _HERE = {
     os.path.abspath(__file__),
     os.path.abspath(runpy.__file__),
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observe.py"),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py"),
 }
 
 
@@ -213,22 +215,15 @@ def run(
     explains = watch.install()
     kept: list = []
     undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script, *script_args]
-    if module:
-        sys.path[0:1] = [os.getcwd()]
-    else:
-        here = os.path.abspath(script)
-        sys.path[0:1] = [here if os.path.isdir(script) else os.path.dirname(here)]
     status = 0
+    # The script's own functions are shown where the user named it (`examples/sweep.py:83`), not
+    # by the absolute `__file__` Python gives them (and their code).
+    script_file = None if module else absolute(script)
     saved_addopts = os.environ.get("PYTEST_ADDOPTS")
     if module and script in ("pytest", "py.test"):
         os.environ["PYTEST_ADDOPTS"] = _quiet_plugins_imported(saved_addopts)
     try:
-        if module:
-            runpy.run_module(script, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(script, run_name="__main__")
+        run_as_python(script, script_args, module)
     except SystemExit as e:
         status = _exit_status(e.code)
     except KeyboardInterrupt as e:
@@ -238,8 +233,6 @@ def run(
         _print_traceback(e)
         status = 1
     finally:
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
         if saved_addopts is None:
             os.environ.pop("PYTEST_ADDOPTS", None)
         else:
@@ -261,6 +254,8 @@ def run(
     rows = [stable_row(wrappers) for wrappers in by_function.values()]
     rows += [equinox_row(r) for r in observer.records if r.calls]
     rows += [jax_row(r) for r in watch.records]
+    if script_file is not None and script_file != script:
+        rows = _as_given(rows, script_file + ":", script + ":")
     shown = f"-m {script}" if module else script
     report = {
         "script": shown,
@@ -274,6 +269,18 @@ def run(
         "prediction": None if stabilize else prediction(rows),
     }
     return status, report
+
+
+def _as_given(value: Any, absolute_at: str, given_at: str) -> Any:
+    # The report's rows with every `ABSOLUTE:LINE` of the script (a location, a reason's
+    # "defined at") written as `SCRIPT:LINE`.
+    if isinstance(value, str):
+        return value.replace(absolute_at, given_at)
+    if isinstance(value, dict):
+        return {k: _as_given(v, absolute_at, given_at) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_as_given(v, absolute_at, given_at) for v in value)
+    return value
 
 
 def _unique(wrappers: list) -> list:

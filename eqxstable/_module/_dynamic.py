@@ -37,11 +37,19 @@ is kept on the node (not in the PyTree), so later reads cost an attribute load. 
 leaves (`jnp.where`, the maximum of two equal values, a copy, `eqx.tree_at` on other fields)
 keeps the words and their checksum, and reads back the value. A read inside a trace is not
 checked (that would cost every call).
+
+`eqx.tree_at` names what it replaces by the object its `where` returns, which must be a node of
+the tree: a read made by `where` (found by its frame, see `_read_by_tree_at_where`) gets the
+`Hyper` node itself, so `eqx.tree_at(lambda m: m.rate, model, 0.3)` and `eqx.nn.inference_mode`
+work; the value put there is stored as given (a plain, static value).
 """
 
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
@@ -254,6 +262,37 @@ def _traced(kind: str, bits: Any, x64: bool) -> Any:
     return _weak(value, value.dtype)
 
 
+def _tree_at_code() -> Any:
+    try:
+        return inspect.unwrap(eqx.tree_at).__code__
+    except (AttributeError, ValueError):
+        return None
+
+
+# `eqx.tree_at`'s code, to know a read made by its `where` (see `_read_by_tree_at_where`).
+_TREE_AT = _tree_at_code()
+# How far up a read looks for it: `where` may recurse (`eqx.nn.inference_mode`'s does, once per
+# level of modules with an `inference` flag).
+_WHERE_DEPTH = 32
+
+
+def _read_by_tree_at_where() -> bool:
+    """Whether the field is being read by the `where` function of an `eqx.tree_at` call (not by
+    its `replace_fn`, nor by anything else it runs): the frame `tree_at` called is `where`'s."""
+    if _TREE_AT is None:
+        return False
+    frame = sys._getframe(2)
+    callee = None
+    for _ in range(_WHERE_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code is _TREE_AT:
+            where = frame.f_locals.get("where")
+            return callee is not None and getattr(where, "__code__", None) is callee.f_code
+        callee, frame = frame, frame.f_back
+    return False
+
+
 def decode(h: Hyper) -> Any:
     """The value a dynamic field reads back as. Outside a trace: the Python number assigned,
     exactly (its type, its value, `-0.0` and NaN payloads included), once its words are checked.
@@ -264,6 +303,11 @@ def decode(h: Hyper) -> Any:
     value = h.value
     if value is not _UNCHECKED:
         return value
+    if _read_by_tree_at_where():
+        # `eqx.tree_at` (and `eqx.nn.inference_mode`, which is one) names what it replaces by
+        # the object `where` returns, which must be a node of the tree: the node, then. It reads
+        # through a copy of the tree, whose nodes are new (so `value` is unchecked there).
+        return h
     bits, kind = h.bits, h.kind
     if not isinstance(bits, (jax.Array, np.ndarray)):
         return h
