@@ -22,6 +22,7 @@ import jax.tree_util as jtu
 from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
+from ._config import untraced
 from ._lru import LRU, sizes
 from ._pinned import fun_identity, pin_slot, same_fun
 
@@ -100,11 +101,15 @@ class Entry:
         "compiled",
         "fun",
         "slot",
+        "config",
         "__weakref__",
     )
 
     def __init__(self, key, treedef, leaves, mask, data, watch: Watch, donated_args: str):
         self.key = key
+        # The configuration JAX reads while tracing but leaves out of its own key
+        # (`_config.py`): a call under other values is another entry, with its own token.
+        self.config = key[-1]
         # `(leaf index or None, old key, new key)` when this entry was made because a static
         # changed in place: its first trace is then a miss of kind "mutated".
         self.mutated: tuple[int | None, Any, Any] | None = None
@@ -315,9 +320,10 @@ class Cache:
         `"mutated"`.
         """
         types = tuple(map(type, leaves))
+        config = untraced()
         same = None
         for entry in self.recent:
-            if entry.types != types:
+            if entry.types != types or entry.config != config:
                 continue
             try:
                 same_tree = entry.treedef == treedef
@@ -337,7 +343,7 @@ class Cache:
                 if entry.fun is not None:
                     self.drop(entry)
                 break
-        entry, created = self._slow_lookup(leaves, treedef, parts)
+        entry, created = self._slow_lookup(leaves, treedef, parts, config)
         if created and same is not None:
             index, old, new = _changed(same.key, entry.key)
             if index is not None:
@@ -351,11 +357,13 @@ class Cache:
         # call of the same function) never sees it half-changed.
         self.recent = [entry, *(e for e in self.recent if e is not entry)][:_RECENT]
 
-    def _slow_lookup(self, leaves: list, treedef: Any, parts: Any) -> tuple[Entry, bool]:
+    def _slow_lookup(
+        self, leaves: list, treedef: Any, parts: Any, config: Any
+    ) -> tuple[Entry, bool]:
         mask = tuple(map(eqx.is_array, leaves))
         data = node_data(treedef, leaves)
         statics = [x for x, m in zip(leaves, mask) if not m]
-        key, watch = _key(treedef, mask, statics)
+        key, watch = _key(treedef, mask, statics, config)
         entry = self.entries.get(key)
         if entry is None:
             alias = self.aliases.get(key)
@@ -387,7 +395,7 @@ class Cache:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
         list it appends to) is part of the program, not a later change, so the entry is also
         found under the keys its statics have now."""
-        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics))
+        key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), entry.config)
         if key != entry.key and self.entries.peek(key) is None:
             # Only for these very objects: an equivalent object rebuilt over the same shared
             # state (a list the trace appends to) has this key too, but it never ran the trace.
@@ -410,10 +418,11 @@ def _weight(entry: Entry) -> int:
     return max(1, entry.compiled)
 
 
-def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
+def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Watch]:
     """The cache key of a call: its structure, which leaves are arrays, the static leaves' keys,
-    the node data's keys, and the keys of the user's classes among the node types (a module's
-    methods run in the trace, and may read globals or class attributes)."""
+    the node data's keys, the keys of the user's classes among the node types (a module's
+    methods run in the trace, and may read globals or class attributes), and the configuration
+    JAX reads while tracing but leaves out of its own key (`_config.untraced`), last."""
     keys, watches = [], []
     for x in statics:
         k, w = compute(x)
@@ -430,14 +439,21 @@ def _key(treedef: Any, mask: tuple, statics: list) -> tuple[Any, Watch]:
         k, w = compute(c)
         class_keys.append(k)
         watches.append(w)
-    key = (Structure(treedef, shape), mask, tuple(keys), tuple(node_keys), tuple(class_keys))
+    key = (
+        Structure(treedef, shape),
+        mask,
+        tuple(keys),
+        tuple(node_keys),
+        tuple(class_keys),
+        config,
+    )
     return key, merge(watches)
 
 
 def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:
     """Which static (its index among the statics, or `None` for node data) has another key."""
-    _, _, old_statics, old_nodes, old_classes = old
-    _, _, new_statics, new_nodes, new_classes = new
+    old_statics, old_nodes, old_classes = old[2:5]
+    new_statics, new_nodes, new_classes = new[2:5]
     for i, (a, b) in enumerate(zip(old_statics, new_statics)):
         if a != b:
             return i, a, b

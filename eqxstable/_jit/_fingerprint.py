@@ -34,6 +34,7 @@ import numpy as np
 
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
+from ._config import untraced
 
 
 try:
@@ -267,8 +268,9 @@ def input_key(x: Any) -> Hashable:
 
 
 def context() -> Hashable:
-    """What JAX keys its own caches by: the trace-context configuration."""
-    return _trace_context()  # pyright: ignore[reportOptionalCall]
+    """What JAX keys its own caches by (the trace-context configuration), and the configuration
+    a trace reads that JAX leaves out of it (`_config.untraced`: the PRNG implementation)."""
+    return (_trace_context(), untraced())  # pyright: ignore[reportOptionalCall]
 
 
 def fingerprint(

@@ -150,6 +150,55 @@ def _library_state(v: Any) -> bool:
     )
 
 
+# Values a library data object's attribute may be for the object to be keyed one level deep.
+_PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# What a library class may hold in its own dict without holding data: its code.
+_CLASS_CODE = (
+    property,
+    staticmethod,
+    classmethod,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
+
+def _flat_library_data(v: Any) -> bool:
+    """Whether everything a reader can reach through one attribute of `v` is a plain value or
+    library code: its own attributes plain values, and its classes holding no data (a class
+    attribute such as `logging.Logger.manager` is state that `v.manager` reads)."""
+    names = [*(getattr(v, "__dict__", None) or {}), *slots_of(type(v))]
+    for name in names:
+        if type(getattr(v, name, None)) not in _PLAIN:
+            return False
+    for klass in type(v).__mro__[:-1]:
+        for name, value in vars(klass).items():
+            if name.startswith("__") and name.endswith("__"):
+                continue  # The class's own machinery (`__doc__`, `__slots__`, `__dict__`).
+            if not (
+                type(value) in _PLAIN
+                or isinstance(value, _CLASS_CODE)
+                or library_code_object(value)
+            ):
+                return False
+    return True
+
+
+def _library_data(v: Any, ctx: Ctx) -> Any:
+    """`K-module-attrs`: a library's data object read from its module (`logging.root`,
+    `jax.config`). The reader's bytecode shows only that it is read, not how deep: an object whose
+    attributes are all plain values (and whose classes hold none) is keyed one level deep
+    (`shallow`); one holding another object (`logging.root.manager.disable`, a list of handlers)
+    would be keyed by that object's identity while what it holds changes unseen, so its reader
+    gets a key equal to nothing. JAX's configuration is keyed one level deep as before: the
+    values a trace reads from it are JAX's trace context and `_jit/_config.untraced`."""
+    if v is jax.config or _flat_library_data(v):
+        return shallow(v, ctx)
+    return too_deep(v, ctx)
+
+
 def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
     `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
@@ -178,7 +227,7 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
         if v is MISSING:
             parts.append((attr, MISSING))
         elif library and _library_state(v):
-            parts.append((attr, shallow(v, ctx)))
+            parts.append((attr, _library_data(v, ctx)))
         else:
             parts.append((attr, key(v, ctx, False)))
     if library and not parts:
