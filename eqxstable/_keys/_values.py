@@ -377,8 +377,13 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         obj_hash = hash(obj)
     except Exception:
         return identity(obj, ctx)
-    ctx.own_eq = True
     t = type(obj)
+    if hidden_state(t):
+        # A C base holds state that neither its `==` nor its attributes show (an `array.array`'s
+        # buffer, a `random.Random`'s generator, a `deque`'s items, a `StringIO`'s text): two
+        # equal objects may compute differently, so it is `K-opaque`, as its base is.
+        return unreadable(obj, ctx)
+    ctx.own_eq = True
     slots = slots_of(t)
     if slots:
         ctx.states.append((obj, object_state, object_state(obj)))
