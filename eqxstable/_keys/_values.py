@@ -378,10 +378,12 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     except Exception:
         return identity(obj, ctx)
     t = type(obj)
-    if hidden_state(t):
-        # A C base holds state that neither its `==` nor its attributes show (an `array.array`'s
-        # buffer, a `random.Random`'s generator, a `deque`'s items, a `StringIO`'s text): two
-        # equal objects may compute differently, so it is `K-opaque`, as its base is.
+    if hidden_state(t) and not library_class(t):
+        # A user's class whose C base holds state that neither the user's `==` nor the
+        # attributes show (an `array.array`'s buffer, a `random.Random`'s generator, a `deque`'s
+        # items, a `StringIO`'s text): two equal objects may compute differently, so it is
+        # `K-opaque`, as its base is. A library's own value class (`types.GenericAlias`) keeps
+        # its `==`, written for its C state.
         return unreadable(obj, ctx)
     ctx.own_eq = True
     slots = slots_of(t)
