@@ -63,6 +63,7 @@ def _big_cases() -> list:
     big_array = np.zeros(10_000_000)
     records = [Record(i) for i in range(12_000)]
     pairs = tuple((f"w{i}", i) for i in range(60_000))
+    pair_list = [(i, str(i)) for i in range(60_000)]
     tok = Tok(tuple(f"w{i}" for i in range(100_000)))
     return [
         ("closure over a 2M-item list (06)", lambda: lambda x: x + big_list[0], ()),
@@ -70,6 +71,11 @@ def _big_cases() -> list:
         ("closure over an 80 MB ndarray (06)", lambda: lambda x: x + big_array[0], ()),
         ("closure over 12k user objects (09)", lambda: lambda x: x + records[0].v, ()),
         ("closure over 60k frozen pairs (budget)", lambda: lambda x: x + len(pairs), ()),
+        (
+            "closure over a list of 60k pairs (attack 6: 06)",
+            lambda: lambda x: x * len(pair_list),
+            (),
+        ),
         ("StableModule, 100k-word static vocab (14)", lambda: lambda m, x: m(x), (tok,)),
     ]
 

@@ -6,12 +6,13 @@ The handlers, and the table that picks one per type, live in `_values.py`, `_cal
 `_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use.
 """
 
+import operator
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from ._types import Identity, Key
-from ._watch import Watch
+from ._watch import size, Watch
 
 
 # Deeper than this, an object gets a key equal to nothing: a 500-deep tuple must not exhaust the
@@ -20,7 +21,8 @@ from ._watch import Watch
 MAX_DEPTH = 100
 # One key walks at most this many distinct objects (each once, whatever the number of paths to
 # it). Past it the outermost tuple or frozenset on the path in which nothing can change
-# (`frozen_scalars`) is keyed by its identity; else the whole object gets a key equal to nothing
+# (`frozen_scalars`), or list, dict or set of such items (`frozen_items`: with its items'
+# identities), is keyed by its identity; else the whole object gets a key equal to nothing
 # (`TOO_MANY`): every call traces it again, never a wrong answer, and never an unbounded walk
 # (a live JAX trace, a library's caches).
 MAX_OBJECTS = 50_000
@@ -138,7 +140,7 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         except TooMany as e:
             found = None
             for x in reversed(e.path):
-                if id(x) not in frozen and frozen_scalars(x):
+                if id(x) not in frozen and (frozen_scalars(x) or frozen_items(x)):
                     found = x
                     break
             if found is None:
@@ -166,6 +168,8 @@ def frozen_part(obj: Any, ctx: Ctx) -> Any:
 # containers of them (no subclass: it could hold attributes).
 _ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
 _FROZEN = (tuple, frozenset)
+# The containers that can change in place which `held_items` keys past the budget.
+_HELD = frozenset({list, dict, set})
 
 
 def frozen_scalars(obj: Any) -> bool:
@@ -189,6 +193,61 @@ def frozen_scalars(obj: Any) -> bool:
         if tuple in types or frozenset in types:
             stack.extend([y for y in x if type(y) in _FROZEN])
     return True
+
+
+def _items(obj: Any) -> tuple:
+    if type(obj) is dict:
+        return (*obj.keys(), *obj.values())
+    return tuple(obj)
+
+
+def frozen_items(obj: Any) -> bool:
+    """Whether `obj` is an exact `list`, `dict` or `set` whose items (a dict's keys and values)
+    are all what `frozen_scalars` accepts: past the budget it is keyed by `held_items`."""
+    return type(obj) in _HELD and frozen_scalars(_items(obj))
+
+
+def _items_state(obj: Any) -> tuple:
+    if type(obj) is dict:
+        return (size(len(obj)), *obj.keys(), *obj.values())
+    return (size(len(obj)), *obj)
+
+
+def held_items(obj: Any, ctx: Ctx) -> Any:
+    """`K-too-deep`: a list, dict or set too big to walk whose items can never change
+    (`frozen_items`, chosen by `top`): keyed by its identity and its items' identities (held, so
+    that no other object takes their `id` while the key lives), and watched as its items by `is`
+    (one C loop a hit). An unchanged one keeps its key, so a function closing over a 60,000-word
+    vocabulary hits; an item added, removed or replaced is another key, never a stale one."""
+    ctx.identity = True
+    ctx.states.append((obj, _items_state, _items_state(obj)))
+    return (TOO_MANY, Identity(obj), _Held(_items(obj)))
+
+
+class _Held:
+    """Items compared by identity (`is`), never by their `==` (`1 == 1.0 == True`); hashed by
+    their `id`s, computed once."""
+
+    __slots__ = ("items", "_hash")
+
+    def __init__(self, items: tuple):
+        self.items = items
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(tuple(map(id, self.items)))
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _Held:
+            return False
+        a, b = self.items, other.items
+        return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
+
+    def __repr__(self) -> str:
+        return f"<{len(self.items)} items by identity>"
 
 
 def _rules_resolve(t: type) -> Handler:
@@ -282,6 +341,9 @@ def compound(fn: Handler) -> Handler:
             return seen.use()
         if here >= MAX_DEPTH:
             return too_deep(obj, ctx)
+        frozen = walk.frozen
+        if frozen and i in frozen and type(obj) in _HELD:
+            return held_items(obj, ctx)
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()

@@ -14,7 +14,9 @@ JAX runs from it:
 - each variable by its position (the order it is bound in: constvars, invars, then each
   equation's outputs) and its abstract value (by the value of each of its slots: newer JAX
   makes equal avals that are not the same object and have no `__eq__`); dropped outputs as such;
-- literals by their exact type and bits (through the key function) and abstract value;
+- literals by their exact type and bits and abstract value: a Python scalar (JAX's typed
+  `TypedFloat`, whose `==` calls `-0.0` and `0.0` equal, included) by its IEEE bits and dtype
+  here, never by the key function's `==`; an array by its dtype, shape and bytes;
 - the jaxpr's effects; a `ClosedJaxpr`'s constants by dtype, shape and bytes.
 
 Left out, as they never change what runs: source locations and debug info (names of arguments
@@ -26,6 +28,8 @@ key computed once stays valid. Anything unexpected (an unknown variable, an unre
 gives `None`: the caller then falls back to identity, which is always safe.
 """
 
+import enum
+import struct
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -237,6 +241,10 @@ def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
         return ("sub", _key(value, key_of, options))
     if type(value) is tuple and any(isinstance(v, (_JAXPR, _CLOSED)) for v in value):
         return ("subs", tuple(_param(v, key_of, options) for v in value))
+    # A parameter holding a Python scalar (a fill value, a bound) by its bits, as a literal.
+    scalar = _scalar(value, key_of)
+    if scalar is not None:
+        return scalar
     return key_of(value)
 
 
@@ -254,9 +262,52 @@ def _dtype_names(dtype: np.dtype) -> tuple[str, str]:
     return known[1]
 
 
+try:  # JAX >= 0.8 (measured on 0.10): a Python scalar in a jaxpr carries its dtype.
+    from jax._src.literals import typed_scalar_types as _typed
+
+    _TYPED_SCALARS: frozenset[type] = frozenset(_typed)
+except ImportError:  # JAX 0.5.3 (the floor) puts plain `int`/`float`/`complex` in literals.
+    _TYPED_SCALARS = frozenset()
+# Python's own scalars, keyed exactly here whatever the caller's `key_of` does with them.
+_PLAIN_SCALARS = frozenset((bool, int, float, complex))
+
+
+def _scalar(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+    """A Python scalar (JAX's typed ones included) by its exact type (a builtin or JAX's class,
+    constant), its exact value (a float's or a complex's IEEE bits: `0.0` and `-0.0`, two NaN
+    payloads differ) and, for JAX's typed scalars, its dtype; `None` for anything else (a NumPy
+    scalar is an array, an enum member is the caller's). JAX's `TypedFloat(-0.0) ==
+    TypedFloat(0.0)`, so a key by its `==` would run a program compiled for `1 / -0.0` where
+    `1 / 0.0` was traced. Another subclass of a number (state this does not know of) makes the
+    jaxpr unkeyable."""
+    t = type(value)
+    if t in _PLAIN_SCALARS:
+        dtype: Hashable = None
+    elif t in _TYPED_SCALARS:
+        # `aval` is derived from `dtype` (always weakly typed); `dtype` is keyed as what it is.
+        dtype = key_of(value.dtype)
+    elif isinstance(value, (np.generic, enum.Enum)):
+        return None
+    elif isinstance(value, (int, float, complex)):
+        raise _Unkeyable
+    else:
+        return None
+    if isinstance(value, float):
+        bits: Hashable = struct.pack("<d", value)
+    elif isinstance(value, complex):
+        bits = struct.pack("<dd", value.real, value.imag)
+    else:
+        bits = int(value)
+    return ("python scalar", t, bits, dtype)
+
+
 def _value(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
-    """A literal's or a constant's value: an array (JAX's, NumPy's, or the array type JAX wraps
-    literals in) by its exact type, dtype, shape and bytes; anything else by `key_of`."""
+    """A literal's or a constant's value: a Python scalar (`_scalar`) by its exact type, bits and
+    dtype; an array (JAX's, NumPy's, or the array type JAX wraps literals in) by its exact type,
+    dtype, shape and bytes; anything else by `key_of`."""
+    scalar = _scalar(value, key_of)
+    if scalar is not None:
+        return scalar
     if hasattr(value, "dtype") and hasattr(value, "shape"):
         try:
             array = np.asarray(value)

@@ -405,8 +405,15 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         obj_hash = hash(obj)
     except Exception:
         return identity(obj, ctx)
-    ctx.own_eq = True
     t = type(obj)
+    if hidden_state(t) and not library_class(t):
+        # A user's class whose C base holds state that neither the user's `==` nor the
+        # attributes show (an `array.array`'s buffer, a `random.Random`'s generator, a `deque`'s
+        # items, a `StringIO`'s text): two equal objects may compute differently, so it is
+        # `K-opaque`, as its base is. A library's own value class (`types.GenericAlias`) keeps
+        # its `==`, written for its C state.
+        return unreadable(obj, ctx)
+    ctx.own_eq = True
     slots = slots_of(t)
     if slots:
         ctx.states.append((obj, object_state, object_state(obj)))
@@ -428,7 +435,8 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
         # An enum's members and its `_sunder_` bookkeeping are made by its class body and
-        # cannot be reassigned; keying them would only make the member keyed in terms of itself.
+        # cannot be reassigned; keying a member whole would only key it in terms of itself. What
+        # a member holds (its value, its attributes) is keyed by `_members`.
         skip = _enum_made(c)
         # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
         # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
@@ -443,11 +451,56 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             and k not in skip
             and not (_dunder(k) and (not callable(v) or generated(v)))
         )
-        out.append((Namespace(c), items))
+        out.append((Namespace(c), items, _members(c, ctx)))
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
     return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
+
+
+# A member's bookkeeping that says nothing its name in the class does not: its class (keyed
+# already, and the member's key would be in terms of itself) and its place among the members.
+_MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
+
+
+def _members(c: type, ctx: Ctx) -> tuple:
+    """What an enum class's own members hold: each member's value and the attributes its
+    `__init__` set (the Python docs' `Planet` with `self.mass`), keyed as what they are (a dict
+    value: by identity and contents, watched), and one state of them all, so that
+    `Planet.EARTH.mass = 3.0` or `Preset.SMALL.value["scale"] = 2.0` is seen by a function that
+    reads `Planet.EARTH.mass`. A plain enum's members (an `int` or a `str` value) key to the
+    same thing for every function, which then share."""
+    members = c.__dict__.get("_member_map_") if isinstance(c, enum.EnumMeta) else None
+    if not members:
+        return ()
+    ctx.states.append((c, _members_state, _members_state(c)))
+    out = []
+    for name, member in members.items():
+        d = getattr(member, "__dict__", None)
+        if type(d) is not dict:  # A member without a plain `__dict__`: by its value alone.
+            out.append((name, key(member._value_, ctx, False)))
+            continue
+        out.append(
+            (
+                name,
+                tuple(
+                    [(k, key(v, ctx, False)) for k, v in d.items() if k not in _MEMBER_BOOKKEEPING]
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _members_state(c: type) -> tuple:
+    # Every member's attributes in one flat tuple, compared with `is` on the hit path.
+    out: list = []
+    for member in c.__dict__["_member_map_"].values():
+        d = getattr(member, "__dict__", None)
+        if type(d) is dict:
+            out += (size(len(d)), *d.keys(), *d.values())
+        else:
+            out.append(member._value_)
+    return tuple(out)
 
 
 def _enum_made(c: type) -> Any:
