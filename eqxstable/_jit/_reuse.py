@@ -189,6 +189,11 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     if pinned:
         fp = None
     target = _by_fingerprint.get(fp) if fp is not None else None
+    if target is not None and target.program is None:
+        # Its program was collected while JAX's trace cache kept the token alive: nothing to
+        # run (its `jitted` raised AttributeError); this entry's own token takes its place.
+        _by_fingerprint.pop(fp, None)
+        target = None
     if target is not None and target.traces == 1:
         entry.token = Guest(target)
         target.guests += 1

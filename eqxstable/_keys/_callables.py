@@ -13,7 +13,14 @@ from typing import Any
 import jax
 
 from .._compat import jit_parts
-from ._code import counter_cells, global_counters, lone_cell, reads, sealed_cells
+from ._code import (
+    counter_cells,
+    global_counters,
+    lone_cell,
+    reads,
+    reads_namespaces,
+    sealed_cells,
+)
 from ._context import compound, Ctx, identity, key, recall, too_deep
 from ._imports import Binding, imports
 from ._library import container, opaque, shallow
@@ -26,7 +33,15 @@ from ._origin import (
     pure_library,
 )
 from ._types import FunctionKey, Namespace
-from ._values import dict_state, extra_attrs, impure_library, mutable, own_eq, slots_of
+from ._values import (
+    dict_state,
+    extra_attrs,
+    impure_library,
+    mutable,
+    own_eq,
+    slots_of,
+    unreadable,
+)
 from ._watch import MISSING, plain_fn_state
 
 
@@ -310,6 +325,11 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         # Reached by a reader (a partial of `os.getenv`, `from os import getenv`); before the
         # memo, which holds its key as a function keyed on its own.
         return impure_library(f, ctx)
+    if not library and reads_namespaces(f.__code__):
+        # `f.__globals__["c"]`, `sys._getframe().f_globals["c"]`: what it reads there no key can
+        # enumerate. Its reader is never shared (before the memo, as above); on its own it is
+        # itself, as under `equinox.filter_jit`.
+        return identity(f, ctx) if ctx.depth == 1 else unreadable(f, ctx)
     memo = recall(f)
     if memo is not None:
         watch = memo.watch.strong()

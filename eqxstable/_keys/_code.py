@@ -75,6 +75,33 @@ def reads(code: types.CodeType) -> Reads:
     return _memo(_reads, code, _compute_reads)
 
 
+# Attributes through which code reads a namespace whole: a function's globals, a frame's globals,
+# locals or builtins (`f.__globals__["c"]`, `sys._getframe().f_globals["c"]`). Which names it reads
+# there, and from whose namespace, the bytecode does not show.
+_NAMESPACE_ATTRS = frozenset({"__globals__", "f_globals", "f_locals", "f_builtins"})
+_namespaces: dict[int, tuple[weakref.ref, bool]] = {}
+
+
+def _compute_namespaces(code: types.CodeType) -> bool:
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending.extend(_nested(c))
+        # An attribute read (`co_names`) or its name as a constant (`getattr(f, "__globals__")`,
+        # `operator.attrgetter("f_globals")`).
+        if not _NAMESPACE_ATTRS.isdisjoint(c.co_names):
+            return True
+        if any(type(k) is str and k in _NAMESPACE_ATTRS for k in c.co_consts):
+            return True
+    return False
+
+
+def reads_namespaces(code: types.CodeType) -> bool:
+    """Whether `code` (or code nested in it) names a function's `__globals__` or a frame's
+    `f_globals`, `f_locals` or `f_builtins`: it may read any name of any namespace."""
+    return _memo(_namespaces, code, _compute_namespaces)
+
+
 #
 # Closure cells: can this cell still be rebound?
 #

@@ -70,8 +70,13 @@ def timedelta_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def timezone_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-datetime`: the offset and the name (`%Z` prints it)."""
-    return (type(obj), timedelta_(obj.utcoffset(None), ctx, False), obj.tzname(None))
+    """`K-datetime`: the offset and the name (`%Z` prints it), and whether that name was given:
+    `timezone(timedelta(0), "UTC")` names itself `UTC` as `timezone.utc` does, but its `repr`
+    and pickle hold the name. `__getinitargs__` is what it is rebuilt from: the offset alone, or
+    the offset and the name as given."""
+    given = tuple([key(name, ctx, False) for name in obj.__getinitargs__()[1:]])
+    offset = timedelta_(obj.utcoffset(None), ctx, False)
+    return (type(obj), offset, obj.tzname(None), given)
 
 
 def zoneinfo_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

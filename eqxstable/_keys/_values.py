@@ -342,7 +342,12 @@ def _dict_items(d: dict, ctx: Ctx) -> Any:
 
 def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     if obj.dtype.hasobject:
-        return mutable_array(obj, ctx)
+        if obj.dtype.names is not None:
+            # A structured dtype with an object field: its bytes are pointers, and its records
+            # read back as Python values lose what a field's bytes hold (`S` strips trailing
+            # NULs). Its reader is identity-keyed (`K-opaque`), never shared.
+            return unreadable(obj, ctx)
+        return object_array(obj, ctx, content_ok)
     contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
     if content_ok:
         ctx.copied_arrays = True
@@ -353,11 +358,22 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     return MutableKey(Identity(obj), contents)
 
 
-def mutable_array(obj: np.ndarray, ctx: Ctx) -> Any:
+def _object_state(a: np.ndarray) -> tuple:
+    # The dtype object and the shape (`a.shape = (2, 1)` keeps the items), then the items
+    # themselves, which an object array holds as references (`tolist` returns those very objects).
+    return (a.dtype, *map(size, a.shape), *a.ravel().tolist())
+
+
+@compound
+def object_array(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-array-reached`, `K-array-top`: an array of dtype `object`. Its bytes are pointers, so
+    it is never keyed by them: it is itself (identity, never substituted) and each item keyed as
+    what it is (a list by identity and contents, a user object by its attributes), watched; an
+    item holding the array itself is a cycle like any other."""
     ctx.identity = True
-    items = obj.ravel().tolist()
-    ctx.states.append((obj, lambda a: tuple(a.ravel().tolist()), tuple(items)))
-    return MutableKey(Identity(obj), (dtype_key(obj.dtype), obj.shape, tuple(items)))
+    ctx.states.append((obj, _object_state, _object_state(obj)))
+    items = _items(obj.ravel().tolist(), ctx)
+    return MutableKey(Identity(obj), (dtype_key(obj.dtype), obj.shape, items))
 
 
 @compound
