@@ -150,3 +150,21 @@ def test_a_guest_of_another_functions_program_returns_its_own_objects(compiles):
     assert w2(x, p3)[1] is p3
     assert w1(x, p3)[1] is p3
     assert w2.cache_info()[:2] == (1, 1)
+
+
+def test_under_transformations_each_call_gets_its_own_objects():
+    w = es.filter_jit(lambda x, p: (p(x), p))
+    x = jnp.ones(2)
+    p1, p2, p3 = (ft.partial(_scale, s=2.0) for _ in range(3))
+    assert w(x, p1)[1] is p1
+    ys, out = eqx.filter_vmap(w, in_axes=(0, None))(jnp.ones((3, 2)), p2)
+    assert out is p2 and ys.tolist() == [[2.0, 2.0]] * 3
+
+    def loss(x, p):
+        y, q = w(x, p)
+        assert q is p
+        return jnp.sum(y)
+
+    assert jax.grad(loss)(x, p3).tolist() == [2.0, 2.0]
+    with jax.disable_jit():
+        assert w(x, p3)[1] is p3
