@@ -4,6 +4,8 @@ from typing import Any
 
 import jax.tree_util as jtu
 
+from ._outputs import serving
+
 
 _flatten = jtu.default_registry.flatten
 
@@ -46,7 +48,9 @@ class Compiled:
         if program.cache.lookup(leaves, treedef, wrapper._state.parts) is not self._entry:
             raise TypeError(_MSG_LOWERED_MISMATCH.format(name=wrapper.name))
         donated, kept = self._entry.split(leaves)
-        return self.compiled(donated, kept, wrapper._dynamic)
+        # An output leaf the trace took from the inputs is this call's own object (`_outputs.py`).
+        with serving(self._entry, wrapper._fun_template):
+            return self.compiled(donated, kept, wrapper._dynamic)
 
     def as_text(self) -> str:
         return self.compiled.as_text()

@@ -10,7 +10,6 @@ import functools as ft
 import weakref
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.tree_util as jtu
 from jax.core import Tracer
@@ -23,22 +22,9 @@ from ._explain import explain_stable_miss
 from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
+from ._outputs import split_output as _split_output
 from ._reuse import Token, trace_sig
 from ._signature import array_leaf, Signature, signature
-
-
-class Mixed:
-    """An output with non-array leaves. It is a pytree node whose children are the array leaves
-    and whose node data is the rest, so it travels through `jax.jit`, and JAX's unflattening of
-    each call's result rebuilds the user's output directly (see `_rebuild`)."""
-
-    __slots__ = ("dynamic", "treedef", "template", "dyn_pos")
-
-    def __init__(self, dynamic, treedef, template, dyn_pos):
-        self.dynamic = dynamic
-        self.treedef = treedef
-        self.template = template
-        self.dyn_pos = dyn_pos
 
 
 def _abstract(call: Call) -> bool:
@@ -50,29 +36,6 @@ def _abstract(call: Call) -> bool:
 
 def _eager() -> bool:
     return bool(jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
-
-
-def _rebuild(spec: tuple, dynamic: Any) -> Any:
-    treedef, template, dyn_pos = spec
-    leaves = list(template)
-    for i, x in zip(dyn_pos, dynamic):
-        leaves[i] = x
-    return treedef.unflatten(leaves)
-
-
-jtu.register_pytree_node(Mixed, lambda m: (m.dynamic, (m.treedef, m.template, m.dyn_pos)), _rebuild)
-
-
-def _split_output(out: Any) -> Any:
-    """`out` itself when all its leaves are arrays (the usual case: JAX then rebuilds it with no
-    Python of ours in the way), else a `Mixed`."""
-    leaves, treedef = jtu.tree_flatten(out)
-    mask = [eqx.is_array(x) for x in leaves]
-    if all(mask):
-        return out
-    dynamic = [x for x, m in zip(leaves, mask) if m]
-    template = tuple(None if m else x for x, m in zip(leaves, mask))
-    return Mixed(dynamic, treedef, template, tuple(i for i, m in enumerate(mask) if m))
 
 
 def _strip_wrappers(fun: Any) -> Any:
@@ -205,7 +168,8 @@ class Program:
             if explained is not None:
                 assert call is not None
                 self._commit(call, entry, *explained)
-            return _split_output(out)
+            # An output leaf that is one of the inputs' static objects is each call's own.
+            return _split_output(out, entry.template, template)
 
         # Compile logs and profiles show the user's function, not ours.
         body.__name__ = self.name

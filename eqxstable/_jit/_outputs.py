@@ -1,0 +1,144 @@
+"""A call's output: its array leaves come back from JAX, the rest rides in a `Mixed` node, and an
+output leaf that was one of the call's own static inputs is the CURRENT call's object, not the
+traced call's.
+
+A program serves every call whose static parts have the same keys: `step(x, p2)` runs the program
+traced with an equivalent `p1`. Equinox keys such objects by identity and traces `p2` again, so it
+returns `p2`; the traced output holds `p1`. Equivalent is not interchangeable (a partial's
+`keywords` is its own dict, a model's activation its own function), so the trace records which
+non-array output leaves are, by identity, static input leaves (an argument's, or the function's
+own), by position, and every call served by the program (a hit, a guest) puts back its own
+objects at those positions. Everything else the trace made stays as it is, as on Equinox's hits.
+"""
+
+import threading
+from typing import Any
+
+import equinox as eqx
+import jax.tree_util as jtu
+
+from ._accounting import current
+
+
+# Immutable builtin values: which object of a type-exact equal value is returned cannot matter
+# (Equinox's hits return the traced one), and skipping them keeps their outputs off this path.
+_VALUES = frozenset({int, float, complex, str, bytes, bool})
+
+# Where the current call's objects are read from: `(entry.template, the function's template)`,
+# set only while a `Lowered.compile()`'d program runs (`serving`); a wrapper's call is found
+# through `current.call`.
+_served = threading.local()
+
+MSG_NO_CALL = (
+    "`eqxstable.filter_jit`: an output that returns a static input was rebuilt outside the call "
+    "that ran it; please report this."
+)
+
+
+class Mixed:
+    """An output with non-array leaves. It is a pytree node whose children are the array leaves
+    and whose node data is the rest, so it travels through `jax.jit`, and JAX's unflattening of
+    each call's result rebuilds the user's output directly (see `_rebuild`).
+
+    `sources` holds `(output leaf, 0 or 1, input leaf)` for each output leaf that is a static
+    input: of the call's flattened `(args, kwargs)` (0) or of the function (1). Its place in
+    `template` is `None`, so the node data (which the reuse level fingerprints) holds positions,
+    never the traced object."""
+
+    __slots__ = ("dynamic", "treedef", "template", "dyn_pos", "sources")
+
+    def __init__(self, dynamic, treedef, template, dyn_pos, sources=()):
+        self.dynamic = dynamic
+        self.treedef = treedef
+        self.template = template
+        self.dyn_pos = dyn_pos
+        self.sources = sources
+
+
+def _rebuild(spec: tuple, dynamic: Any) -> Any:
+    treedef, template, dyn_pos, sources = spec
+    leaves = list(template)
+    for i, x in zip(dyn_pos, dynamic):
+        leaves[i] = x
+    if sources:
+        _put_back(leaves, sources)
+    return treedef.unflatten(leaves)
+
+
+def _flatten_mixed(m: Mixed) -> tuple:
+    return m.dynamic, (m.treedef, m.template, m.dyn_pos, m.sources)
+
+
+jtu.register_pytree_node(Mixed, _flatten_mixed, _rebuild)
+
+
+def _put_back(leaves: list, sources: tuple) -> None:
+    """The current call's objects at the output positions its trace took from its inputs. The
+    call's entry holds its static leaves (a hit adopts the call's own objects, `Cache.lookup`),
+    and its wrapper the function's."""
+    inputs = getattr(_served, "inputs", None)
+    if inputs is None:
+        call = current.call
+        if call is None:
+            raise RuntimeError(MSG_NO_CALL)
+        inputs = (call.entry.template, call.wrapper._fun_template)
+    for out_pos, kind, in_pos in sources:
+        leaves[out_pos] = inputs[kind][in_pos]
+
+
+class serving:
+    """`with serving(entry, fun_template):` around a call of a compiled program outside a
+    wrapper's call (`Lowered.compile()`): the objects its output takes from the inputs."""
+
+    def __init__(self, entry: Any, fun_template: tuple):
+        self.inputs = (entry.template, fun_template)
+
+    def __enter__(self) -> None:
+        self.previous = getattr(_served, "inputs", None)
+        _served.inputs = self.inputs
+
+    def __exit__(self, *exc: Any) -> None:
+        _served.inputs = self.previous
+
+
+def split_output(out: Any, call_template: Any = (), fun_template: Any = ()) -> Any:
+    """`out` itself when all its leaves are arrays (the usual case: JAX then rebuilds it with no
+    Python of ours in the way), else a `Mixed`.
+
+    **Arguments:**
+
+    - `out`: what the traced function returned.
+    - `call_template`, `fun_template`: the static leaves the trace called it with (`None` for
+      each array): of `(args, kwargs)` (an `Entry`'s template) and of the function.
+
+    **Returns:** `out`, or a `Mixed` that rebuilds it.
+    """
+    leaves, treedef = jtu.tree_flatten(out)
+    mask = [eqx.is_array(x) for x in leaves]
+    if all(mask):
+        return out
+    dynamic = [x for x, m in zip(leaves, mask) if m]
+    template = [None if m else x for x, m in zip(leaves, mask)]
+    sources = _sources(leaves, mask, call_template, fun_template)
+    for out_pos, _, _ in sources:
+        template[out_pos] = None
+    return Mixed(
+        dynamic, treedef, tuple(template), tuple(i for i, m in enumerate(mask) if m), sources
+    )
+
+
+def _sources(leaves: list, mask: list, call_template: Any, fun_template: Any) -> tuple:
+    """`(output leaf, 0 or 1, input leaf)` for each non-array output leaf that is one of the
+    inputs' static leaves, by identity (the first place it is found, the call's first)."""
+    candidates = [
+        i for i, (x, m) in enumerate(zip(leaves, mask)) if not m and type(x) not in _VALUES
+    ]
+    if not candidates:
+        return ()
+    where: dict[int, tuple[int, int]] = {}
+    for kind, template in enumerate((call_template, fun_template)):
+        for in_pos, x in enumerate(template):
+            if x is not None:
+                where.setdefault(id(x), (kind, in_pos))
+    # The ids are those of live objects: the templates hold them.
+    return tuple((i, *where[id(leaves[i])]) for i in candidates if id(leaves[i]) in where)
