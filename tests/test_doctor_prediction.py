@@ -39,10 +39,15 @@ NET_AVOIDED = {
     "jitted_module.py": 2,
     "rebuilt_closures.py": 0,
     "transformed_calls.py": 5,
+    "guest_under_transformation.py": 1,
 }
 # How many of eqxstable's misses the doctor predicts to trace a program already compiled for an
 # equal trace, and run it (no compile); none where this JAX cannot fingerprint a trace.
-REUSED = {"equal_but_different.py": 1, "rebuilt_closures.py": 4} if AVAILABLE else {}
+REUSED = (
+    {"equal_but_different.py": 1, "rebuilt_closures.py": 4, "guest_under_transformation.py": 1}
+    if AVAILABLE
+    else {}
+)
 # The lines a script prints differently, because Equinox reuses a program traced for something
 # else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
 # `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
@@ -165,3 +170,28 @@ def test_sweep_prints_the_same_whatever_the_timing(tmp_path: Path):
         "sweep [####################] epoch 2/2",
     ]
     assert lines[2].startswith("best final loss ")
+
+
+# Client programs of the libraries that jit inside (issue 19), run where the library is
+# installed: `lineax_rebuilt_operator.py` calls lineax's `linear_solve` at top level and under
+# `jax.grad`.
+CLIENT_SCRIPTS = sorted((ROOT / "tests" / "doctor_scripts" / "clients").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", CLIENT_SCRIPTS, ids=[s.name for s in CLIENT_SCRIPTS])
+@pytest.mark.counts_traces
+def test_client_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
+    pytest.importorskip(script.name.split("_")[0])
+    observed, printed = _doctor(tmp_path, script)
+    stabilized, printed_stable = _doctor(tmp_path, script, "--stabilize")
+    prediction = observed["prediction"]
+    assert prediction is not None and prediction["unpredicted_calls"] == 0
+    made = {row["name"]: row["misses"] for row in stabilized["functions"] if row["jit"] != "jax"}
+    kinds: Counter = Counter()
+    for row in stabilized["functions"]:
+        if row["jit"] != "jax":
+            kinds.update(row["misses_by_kind"])
+    assert prediction["filter_jit_misses"] == stabilized["totals"]["filter_jit_misses"], made
+    assert prediction["filter_jit_misses_by_kind"] == dict(kinds)
+    assert prediction["filter_jit_compiles"] == stabilized["totals"]["filter_jit_compiles"]
+    assert printed == printed_stable

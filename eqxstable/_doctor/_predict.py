@@ -258,7 +258,10 @@ class Predictor:
         wrapper, program, entry, rebound, args, kwargs, leaves = decision
         dynamic = [*itertools.compress(leaves, entry.dyn_sel), *fun_arrays]
         avals = tuple(map(_array_leaf, dynamic))
-        if not _counts(program, entry, avals, any(isinstance(x, Tracer) for x in dynamic)):
+        abstract = any(isinstance(x, Tracer) for x in dynamic)
+        # A guest under a transformation detaches and traces; otherwise JAX's caches decide.
+        detached = abstract and _detaches(program, entry, avals)
+        if not detached and not _counts(program, entry, avals, abstract):
             return None
         if sig is None:
             sig = signature(args, kwargs)
@@ -303,6 +306,21 @@ class Predictor:
         else:
             token.traces += 1
         return True
+
+
+def _detaches(program: ShadowProgram, entry: Entry, avals: tuple[ArrayLeaf, ...]) -> bool:
+    """Whether a call under a transformation is a miss because its entry is a guest: it ran a
+    program compiled for another entry's equal trace, and a guest called under a transformation
+    detaches and traces under a token of its own (`eqxstable._jit._reuse.Guest`), even for types
+    JAX traced before under the shared token. JAX then holds, for this entry, only what the new
+    token traced (these types, under the transformation) and nothing compiled."""
+    token = program.tokens.get(entry)
+    if token is None or token.target is None:
+        return False
+    program.traced[entry] = {tuple(leaf[:3] for leaf in avals)}
+    program.seen[entry] = set()
+    program.traced_abstract.add(entry)
+    return True
 
 
 def _counts(
