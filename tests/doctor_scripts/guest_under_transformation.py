@@ -1,8 +1,7 @@
 """A call that ran a program compiled for an equal trace (a guest, no compile) and is then
 called under `jax.grad`, as a solver is called with a rebuilt operator and then differentiated
-through. A guest under a transformation detaches
-and traces under a token of its own, even for types JAX traced before: a miss that the
-prediction must count as `--stabilize` makes it."""
+through. A guest under a transformation detaches and traces under a token of its own, even for
+types JAX traced before: a miss that the prediction must count as `--stabilize` makes it."""
 
 import equinox as eqx
 import jax
