@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 
@@ -45,6 +46,70 @@ from ._canonical import (
     ReadOnlySet,
     VIEW_BASES,
 )
+
+
+# Ends the parts of a value holding a `_Delegate` (see `Static.__eq__`).
+_DELEGATED = ("delegated",)
+
+
+def _delegated(parts: tuple) -> bool:
+    return bool(parts) and parts[-1] is _DELEGATED
+
+
+class _Delegate:
+    """A leaf of a static value that `intern` may not substitute, as it stands in the parts of
+    its `Static`: the module keeps its own object, and two modules' `Static`s compare it.
+
+    - An object of a class with its own `__eq__` and `__hash__` (a user's config class): by
+        that `==`, type-exactly, as Equinox compares a static field (so plain
+        `equinox.filter_jit` hits a rebuilt module where it hits an `equinox.Module`).
+    - Anything else (a partial with keywords, a function with keyword defaults or attributes:
+        each owns a dict that can change in place): by its stable key now, which covers those
+        dicts (so a program traced for the old keywords is never reused after they change).
+    """
+
+    __slots__ = ("obj", "own_eq")
+
+    def __init__(self, obj: Any, own_eq: bool):
+        self.obj = obj
+        self.own_eq = own_eq
+
+    def __hash__(self) -> int:
+        obj = self.obj
+        return hash((type(obj), hash(obj) if self.own_eq else _leaf_key(obj)))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _Delegate:
+            return False
+        a, b = self.obj, other.obj
+        if a is b:
+            return True
+        if type(a) is not type(b) or self.own_eq is not other.own_eq:
+            return False
+        if not self.own_eq:
+            return _leaf_key(a) == _leaf_key(b)
+        try:
+            # A user `__eq__` may return an array or raise: only a plain `True` is equal.
+            same = a == b
+            return same if type(same) is bool else type(same) is np.bool_ and bool(same)
+        except Exception:
+            return False
+
+    def __repr__(self) -> str:
+        return f"_Delegate({self.obj!r})"
+
+
+def _own_eq(t: type) -> bool:
+    """Whether `t` defines its own `__eq__` and `__hash__` (not Equinox's, which compares the
+    fields, nor `object`'s): the `==` Equinox compares a static value of that class by."""
+    eq = getattr(t, "__eq__", None)
+    hashed = getattr(t, "__hash__", None)
+    return (
+        eq is not object.__eq__
+        and hashed is not None
+        and hashed is not object.__hash__
+        and not issubclass(t, eqx.Module)
+    )
 
 
 class _Anchor:
@@ -79,6 +144,23 @@ class Static(tuple):
         anchor.static = self
         return self
 
+    def __eq__(self, other: object) -> bool:
+        # One object per equivalence class, so identity, except for a value holding a leaf that
+        # may not be substituted (`_Delegate`): one `Static` per module then, equal to another
+        # exactly when their parts are (the leaves by their own `==` or their key, now).
+        if self is other:
+            return True
+        if type(other) is not Static or not (_delegated(self[2]) and _delegated(other[2])):
+            return False
+        return self[2] == other[2]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        parts = self[2]
+        return hash(parts) if _delegated(parts) else object.__hash__(self)
+
     @property
     def value(self) -> Any:
         return self[0]
@@ -90,10 +172,6 @@ class Static(tuple):
     @property
     def parts(self) -> tuple:
         return self[2]
-
-    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
-    __ne__ = object.__ne__  # pyright: ignore[reportAssignmentType]
-    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore, (self[0],))
@@ -200,10 +278,24 @@ class _Freezer:
     as one list twice (what `is` and a YAML dump's anchors show), `[x, copy(x)]` as two.
     """
 
-    __slots__ = ("leaf", "parts", "changeable", "has_array", "depth", "canonical", "seen")
+    __slots__ = (
+        "leaf",
+        "parts",
+        "changeable",
+        "has_array",
+        "depth",
+        "canonical",
+        "seen",
+        "delegate",
+        "delegates",
+    )
 
     def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
+        # Whether a leaf that `intern` may not substitute is compared through a `_Delegate`
+        # (the `StableModule` form, one `Static` per module then), and whether one was.
+        self.delegate = not canonical
+        self.delegates = False
         self.parts: list = []
         # The keys of the leaves kept by reference that can change in place (an `OrderedDict`,
         # a `deque`, a user object): a leaf's identity does not say what it holds, so the same
@@ -360,8 +452,19 @@ class _Freezer:
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # canonical form holds the leaf, so the `id` is not reused while the key is in a table.
         # A leaf that can change in place is also looked up by its key now (`changeable`).
-        self.parts.append((type(x), id(x)))
         key = _leaf_key(x)
+        if self.delegate and not key.substitutable:
+            # Kept as it is (its owner's object), compared by its own `==` or its key.
+            own = _own_eq(type(x))
+            try:
+                hash(_Delegate(x, own))
+            except Exception:
+                pass  # Unhashable after all: by identity, as before.
+            else:
+                self.parts.append(_Delegate(x, own))
+                self.delegates = True
+                return x
+        self.parts.append((type(x), id(x)))
         if key.identity and not too_many_objects(key):
             # (An object reaching too many objects to key gets a key equal to nothing: it is
             # left to its identity, as Equinox leaves a static object, rather than given a new
@@ -414,6 +517,9 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
         return leaf(obj, path)
     freezer = _Freezer(leaf, canonical=False)
     value = freezer(obj, path)
+    if freezer.delegates:
+        # Not in the table, which would hand this module another module's objects.
+        return Static(value, freezer.has_array, (*freezer.parts, _DELEGATED))
     parts = tuple(freezer.parts)
     key = _table_key(parts, tuple(freezer.changeable))
     with _lock:
