@@ -350,8 +350,13 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     values = []
     owned = _owns_dicts(t)
+    d = getattr(obj, "__dict__", None) or {}
     for name in field_names(t):
-        v = getattr(obj, name, MISSING)
+        v = d.get(name, MISSING)
+        if not getattr(type(v), "eqxstable_static_form", False):
+            # A `StableModule`'s static field is keyed by its canonical form (what the
+            # instance holds), not by what a read hands out: a fresh copy of a list or dict.
+            v = getattr(obj, name, MISSING)
         if owned and type(v) is dict:
             if v:
                 # Its own dict (`equinox.Partial`'s keywords), which can still change in place:

@@ -21,17 +21,14 @@ holds too: built over it again once it has changed, a module gets a new `Static`
 import operator
 import struct
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 import numpy as np
 
-from .._errors import StabilityWarning
-from .._keys import stable_key, too_many_objects, warns_hash_without_eq
+from .._keys import too_many_objects
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -46,70 +43,8 @@ from ._canonical import (
     ReadOnlySet,
     VIEW_BASES,
 )
-
-
-# Ends the parts of a value holding a `_Delegate` (see `Static.__eq__`).
-_DELEGATED = ("delegated",)
-
-
-def _delegated(parts: tuple) -> bool:
-    return bool(parts) and parts[-1] is _DELEGATED
-
-
-class _Delegate:
-    """A leaf of a static value that `intern` may not substitute, as it stands in the parts of
-    its `Static`: the module keeps its own object, and two modules' `Static`s compare it.
-
-    - An object of a class with its own `__eq__` and `__hash__` (a user's config class): by
-        that `==`, type-exactly, as Equinox compares a static field (so plain
-        `equinox.filter_jit` hits a rebuilt module where it hits an `equinox.Module`).
-    - Anything else (a partial with keywords, a function with keyword defaults or attributes:
-        each owns a dict that can change in place): by its stable key now, which covers those
-        dicts (so a program traced for the old keywords is never reused after they change).
-    """
-
-    __slots__ = ("obj", "own_eq")
-
-    def __init__(self, obj: Any, own_eq: bool):
-        self.obj = obj
-        self.own_eq = own_eq
-
-    def __hash__(self) -> int:
-        obj = self.obj
-        return hash((type(obj), hash(obj) if self.own_eq else _leaf_key(obj)))
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _Delegate:
-            return False
-        a, b = self.obj, other.obj
-        if a is b:
-            return True
-        if type(a) is not type(b) or self.own_eq is not other.own_eq:
-            return False
-        if not self.own_eq:
-            return _leaf_key(a) == _leaf_key(b)
-        try:
-            # A user `__eq__` may return an array or raise: only a plain `True` is equal.
-            same = a == b
-            return same if type(same) is bool else type(same) is np.bool_ and bool(same)
-        except Exception:
-            return False
-
-    def __repr__(self) -> str:
-        return f"_Delegate({self.obj!r})"
-
-
-def _own_eq(t: type) -> bool:
-    """Whether `t` defines its own `__eq__` and `__hash__` (not Equinox's, which compares the
-    fields, nor `object`'s): the `==` Equinox compares a static value of that class by."""
-    eq = getattr(t, "__eq__", None)
-    hashed = getattr(t, "__hash__", None)
-    return (
-        eq is not object.__eq__
-        and hashed is not None
-        and hashed is not object.__hash__
-        and not issubclass(t, eqx.Module)
-    )
+from ._delegate import Delegate, DELEGATED, delegated, leaf_key, own_eq_class
+from ._plain import reader
 
 
 class _Anchor:
@@ -117,7 +52,7 @@ class _Anchor:
     `Static` holds one of these, which holds the `Static` (a cycle that the garbage collector
     clears once no module holds the `Static`)."""
 
-    __slots__ = ("static", "__weakref__")
+    __slots__ = ("static", "read", "__weakref__")
 
 
 class Static(tuple):
@@ -142,15 +77,17 @@ class Static(tuple):
         anchor = _Anchor()
         self = tuple.__new__(cls, (value, has_array, parts, anchor))
         anchor.static = self
+        # How a read makes a plain copy of the value's lists and dicts, if any (`_plain.py`).
+        anchor.read = reader(value)
         return self
 
     def __eq__(self, other: object) -> bool:
         # One object per equivalence class, so identity, except for a value holding a leaf that
-        # may not be substituted (`_Delegate`): one `Static` per module then, equal to another
+        # may not be substituted (`Delegate`): one `Static` per module then, equal to another
         # exactly when their parts are (the leaves by their own `==` or their key, now).
         if self is other:
             return True
-        if type(other) is not Static or not (_delegated(self[2]) and _delegated(other[2])):
+        if type(other) is not Static or not (delegated(self[2]) and delegated(other[2])):
             return False
         return self[2] == other[2]
 
@@ -159,11 +96,16 @@ class Static(tuple):
 
     def __hash__(self) -> int:
         parts = self[2]
-        return hash(parts) if _delegated(parts) else object.__hash__(self)
+        return hash(parts) if delegated(parts) else object.__hash__(self)
 
     @property
     def value(self) -> Any:
         return self[0]
+
+    def read(self) -> Any:
+        """What the module's code reads: the value, its lists and dicts as plain copies."""
+        read = self[3].read
+        return self[0] if read is None else read()
 
     @property
     def has_array(self) -> bool:
@@ -292,7 +234,7 @@ class _Freezer:
 
     def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
-        # Whether a leaf that `intern` may not substitute is compared through a `_Delegate`
+        # Whether a leaf that `intern` may not substitute is compared through a `Delegate`
         # (the `StableModule` form, one `Static` per module then), and whether one was.
         self.delegate = not canonical
         self.delegates = False
@@ -452,16 +394,16 @@ class _Freezer:
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # canonical form holds the leaf, so the `id` is not reused while the key is in a table.
         # A leaf that can change in place is also looked up by its key now (`changeable`).
-        key = _leaf_key(x)
+        key = leaf_key(x)
         if self.delegate and not key.substitutable:
             # Kept as it is (its owner's object), compared by its own `==` or its key.
-            own = _own_eq(type(x))
+            own = own_eq_class(type(x))
             try:
-                hash(_Delegate(x, own))
+                hash(Delegate(x, own))
             except Exception:
                 pass  # Unhashable after all: by identity, as before.
             else:
-                self.parts.append(_Delegate(x, own))
+                self.parts.append(Delegate(x, own))
                 self.delegates = True
                 return x
         self.parts.append((type(x), id(x)))
@@ -471,16 +413,6 @@ class _Freezer:
             # canonical form, and so a new program, at every build.)
             self.changeable.append(key)
         return x
-
-
-def _leaf_key(x: Any) -> Any:
-    if warns_hash_without_eq(type(x)):
-        # The module layer has warned already, naming the field; `stable_key` would warn again
-        # with the class alone.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StabilityWarning)
-            return stable_key(x)
-    return stable_key(x)
 
 
 def _new(cls: Any, items: list) -> Any:
@@ -519,7 +451,7 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
     value = freezer(obj, path)
     if freezer.delegates:
         # Not in the table, which would hand this module another module's objects.
-        return Static(value, freezer.has_array, (*freezer.parts, _DELEGATED))
+        return Static(value, freezer.has_array, (*freezer.parts, DELEGATED))
     parts = tuple(freezer.parts)
     key = _table_key(parts, tuple(freezer.changeable))
     with _lock:
@@ -569,5 +501,5 @@ def _restore(value: Any) -> Static:
 
 
 def thaw(obj: Any) -> Any:
-    """The value a static field reads back as: `Static.value`, else `obj` itself."""
-    return obj.value if type(obj) is Static else obj
+    """The value a static field reads back as: `Static.read()`, else `obj` itself."""
+    return obj.read() if type(obj) is Static else obj
