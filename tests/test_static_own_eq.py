@@ -118,3 +118,26 @@ def test_an_eq_that_raises_is_unequal_not_a_crash():
     a, b = Model(Raises()), Model(Raises())
     assert a != b
     assert a == a
+
+
+def test_stable_keys_of_rebuilt_modules():
+    # `es.filter_jit` keys a module reached through a function or another module's field by
+    # its fields: a rebuilt one is the same key, whether a field holds its own object (compared
+    # by its own `==`) or a list read back as a fresh copy (keyed by its canonical form).
+    class Conf:  # No list of its own: `stable_key` keys its attributes too (section 1).
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, other):
+            return type(other) is Conf and other.v == self.v
+
+        def __hash__(self):
+            return hash(self.v)
+
+    class Model(es.StableModule):
+        cfg: Any = eqx.field(static=True)
+
+    assert es.stable_key(Model(Conf(2))) == es.stable_key(Model(Conf(2)))
+    assert es.stable_key(Model(Conf(2))) != es.stable_key(Model(Conf(3)))
+    assert es.stable_key(Model([1, 2])) == es.stable_key(Model([1, 2]))
+    assert es.stable_key(Model([1, 2])) != es.stable_key(Model([1, 2.0]))

@@ -352,11 +352,12 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     owned = _owns_dicts(t)
     d = getattr(obj, "__dict__", None) or {}
     for name in field_names(t):
-        v = d.get(name, MISSING)
-        if not getattr(type(v), "eqxstable_static_form", False):
-            # A `StableModule`'s static field is keyed by its canonical form (what the
-            # instance holds), not by what a read hands out: a fresh copy of a list or dict.
-            v = getattr(obj, name, MISSING)
+        raw = d.get(name, MISSING)
+        v = getattr(obj, name, MISSING)
+        if getattr(type(raw), "eqxstable_static_form", False) and v is not raw[0]:
+            # A `StableModule`'s static list or dict reads back as a fresh copy each time: it is
+            # keyed by the canonical form the instance holds instead.
+            v = raw
         if owned and type(v) is dict:
             if v:
                 # Its own dict (`equinox.Partial`'s keywords), which can still change in place:
