@@ -452,3 +452,17 @@ def test_rebuilt_stable_modules_hit_plain_filter_jit():
     out = run(Net([4, 8], {"scale": 2.0}, {1, 9}, np.array([2, 0])), x)
     np.testing.assert_array_equal(out, [4.0, 36.0, 4.0, 0.0])
     assert traces == 2
+
+
+def test_a_deeply_nested_static_value_reads_back_without_recursing_forever():
+    deep: Any = [1]
+    for _ in range(500):
+        deep = (deep,)
+    got = stable(deep)
+    assert got == deep
+    inner = got
+    for _ in range(500):
+        inner = inner[0]
+    assert inner == [1]
+    shallow = stable(((([1, 2],),),))
+    assert type(shallow[0][0][0]) is list

@@ -20,11 +20,16 @@ from typing import Any
 from ._canonical import ReadOnlyDict, ReadOnlyList
 
 
+# Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_static.py`
+# uses this very limit), so no read-only form lies deeper, and reads stop there too.
+MAX_DEPTH = 64
+
+
 def reader(value: Any) -> Callable[[], Any] | None:
     """How a read makes its copy of `value` (a frozen static value), decided once, when its
     `Static` is made: `None` where nothing needs copying (the value is read as it is), a C-fast
     `list`/`dict` copy for a flat list or dict (the usual static value), else a walk."""
-    if _walk(value, {}) is value:
+    if _walk(value, {}, 0) is value:
         return None
     t = type(value)
     if t is ReadOnlyList and not any(map(_deep, value)):
@@ -41,10 +46,13 @@ def _deep(x: Any) -> bool:
 def plain(value: Any) -> Any:
     """`value` with every `ReadOnlyList`/`ReadOnlyDict` in it (inside lists, dicts, tuples and
     NamedTuples) replaced by a plain `list`/`dict`; one met twice is one copy, twice."""
-    return _walk(value, {})
+    return _walk(value, {}, 0)
 
 
-def _walk(value: Any, memo: dict[int, Any]) -> Any:
+def _walk(value: Any, memo: dict[int, Any], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        return value
+    depth += 1
     t = type(value)
     if t is ReadOnlyList or t is ReadOnlyDict:
         i = id(value)
@@ -52,13 +60,13 @@ def _walk(value: Any, memo: dict[int, Any]) -> Any:
         if out is None:
             if t is ReadOnlyList:
                 out = memo[i] = []
-                out.extend([_walk(x, memo) for x in value])
+                out.extend([_walk(x, memo, depth) for x in value])
             else:
                 out = memo[i] = {}
-                out.update({k: _walk(v, memo) for k, v in dict.items(value)})
+                out.update({k: _walk(v, memo, depth) for k, v in dict.items(value)})
         return out
     if isinstance(value, tuple) and (t is tuple or hasattr(value, "_make")):
-        items = [_walk(x, memo) for x in value]
+        items = [_walk(x, memo, depth) for x in value]
         if all(a is b for a, b in zip(items, value)):
             return value
         return tuple(items) if t is tuple else value._make(items)  # pyright: ignore[reportAttributeAccessIssue]

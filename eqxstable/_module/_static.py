@@ -44,7 +44,7 @@ from ._canonical import (
     VIEW_BASES,
 )
 from ._delegate import Delegate, DELEGATED, delegated, leaf_key, own_eq_class
-from ._plain import reader
+from ._plain import MAX_DEPTH, reader
 
 
 class _Anchor:
@@ -140,7 +140,7 @@ _Leaf = Callable[[Any, Any], Any]
 _ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
 _FLOAT = struct.Struct("<d")
 # Deeper than this, the rest of a static value is one leaf (never a `RecursionError`).
-_MAX_DEPTH = 64
+_MAX_DEPTH = MAX_DEPTH
 # The kinds a walk takes apart; a read-back or canonical form is walked as what it stands for.
 _KINDS: dict[type, type] = {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset}
 _KINDS.update(VIEW_BASES)
