@@ -283,8 +283,17 @@ def test_equivalent_when_rebuilt(name):
         assert a is not b
     assert es.stable_key(a) == es.stable_key(b)
     assert hash(es.stable_key(a)) == hash(es.stable_key(b))
-    assert es.intern(a) is es.intern(b)
+    if name in OWN_DICTS:
+        # Each owns a dict that can change in place (keywords, keyword defaults): equivalent
+        # now, yet never substituted (CONTRACT section 1, "intern never changes behaviour").
+        assert es.intern(a) is a and es.intern(b) is b
+    else:
+        assert es.intern(a) is es.intern(b)
     assert not es.stable_key(a).identity
+
+
+# The kinds above that own a mutable dict (`test_registry_owned_dicts.py`).
+OWN_DICTS = frozenset({"kw default", "functools.partial", "jtu.Partial", "eqx.Partial"})
 
 
 def test_first_seen_is_canonical():

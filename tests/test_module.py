@@ -85,18 +85,6 @@ class LambdaMLP(es.StableModule):
         return self.mlp(x)
 
 
-class PartialMLP(es.StableModule):
-    mlp: eqx.nn.MLP
-
-    def __init__(self):
-        self.mlp = eqx.nn.MLP(
-            3, 3, 8, 2, activation=ft.partial(jax.nn.leaky_relu, negative_slope=0.2), key=_KEY
-        )
-
-    def __call__(self, x):
-        return self.mlp(x)
-
-
 class Optimizer(es.StableModule):
     opt: optax.GradientTransformation
 
@@ -151,10 +139,6 @@ CASES = {
     "partial": (PartialField, lambda x: 2.5 * x),
     "bound_method_of_frozen_dataclass": (BoundMethodField, lambda x: 4.0 * x),
     "mlp_lambda_activation": (LambdaMLP, _mlp_reference(lambda x: jnp.maximum(x, 0.1 * x))),
-    "mlp_partial_activation": (
-        PartialMLP,
-        _mlp_reference(ft.partial(jax.nn.leaky_relu, negative_slope=0.2)),
-    ),
     "optax_adam": (Optimizer, _adam_reference),
     "static_dict_list_numpy": (
         StaticContainers,

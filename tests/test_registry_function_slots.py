@@ -20,24 +20,27 @@ import eqxstable as es
 
 
 def make(scale: float) -> Any:
-    def f(x, scale=scale, *, shift=0.0):
+    # No keyword-only defaults: a function owning a `__kwdefaults__` dict is never substituted
+    # (`test_registry_owned_dicts.py`), and these tests are about one that is.
+    def f(x, scale=scale, shift=0.0):
         return x * scale + shift
 
     return f
 
 
-def _other_code(x, scale=1.0, *, shift=0.0):
+def _other_code(x, scale=1.0, shift=0.0):
     return x * scale * 10.0 + shift
 
 
 # How a slot is rebound, and what `f(1.0)` then gives. Each rebinds to a value of another key,
 # except the `equal` ones, which rebind to new objects with equal values.
 REBINDS = {
-    "__defaults__": (lambda f: setattr(f, "__defaults__", (2.0,)), 2.0),
-    "__kwdefaults__": (lambda f: setattr(f, "__kwdefaults__", {"shift": 5.0}), 6.0),
+    "__defaults__": (lambda f: setattr(f, "__defaults__", (2.0, 0.0)), 2.0),
+    # `f` has no keyword-only parameter, so its new keyword defaults change its key, not its value.
+    "__kwdefaults__": (lambda f: setattr(f, "__kwdefaults__", {"shift": 5.0}), 1.0),
     "__code__": (lambda f: setattr(f, "__code__", _other_code.__code__), 10.0),
     "__dict__": (lambda f: setattr(f, "__dict__", {"note": 1}), 1.0),
-    "__defaults__ equal": (lambda f: setattr(f, "__defaults__", (float("1.0"),)), 1.0),
+    "__defaults__ equal": (lambda f: setattr(f, "__defaults__", (float("1.0"), 0.0)), 1.0),
     "__kwdefaults__ equal": (lambda f: setattr(f, "__kwdefaults__", {"shift": 0.0}), 1.0),
     "__dict__ equal": (lambda f: setattr(f, "__dict__", {}), 1.0),
 }
@@ -56,7 +59,7 @@ def test_rebinding_a_slot_after_interning_is_not_followed():
     es.intern(first)
     rep = es.intern(second)
     assert rep is first
-    second.__defaults__ = (2.0,)
+    second.__defaults__ = (2.0, 0.0)
     assert rep(1.0) == 1.0 and second(1.0) == 2.0
     # Interned again, `second` is what it computes now: not substituted by `first`.
     assert es.intern(second) is second

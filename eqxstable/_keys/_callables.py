@@ -39,6 +39,7 @@ from ._values import (
     impure_library,
     mutable,
     own_eq,
+    owns_data,
     slots_of,
     unreadable,
 )
@@ -357,6 +358,12 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((f, state_fn, state_fn(f)))
     cells = _cells(f, ctx, library)
     kwdefaults = f.__kwdefaults__
+    if kwdefaults or owns_data(f):
+        # The function owns a dict that can change in place (`f.__kwdefaults__["k"] = 9.0`,
+        # `f.scale = 9.0` read back as `act.scale`): an equal function elsewhere reads another
+        # dict, so `intern` must never hand out one for the other (`ctx.own_eq`: "not
+        # substitutable"). Keyed by contents still, and watched, for the jit caches.
+        ctx.own_eq = True
     globals_read: tuple = ()
     if not library:
         r = reads(code)
@@ -409,8 +416,12 @@ def _partial_state(p: ft.partial) -> tuple:
 @compound
 def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
     # `functools.partial` and `jax.tree_util.Partial`: the keywords dict is the partial's own
-    # (copied when it was made), so it is keyed by contents, and watched.
+    # (copied when it was made), so it is keyed by contents, and watched. It can still change
+    # in place (`p.keywords["k"] = 9.0`), so a partial with keywords (or attributes) is never
+    # substituted by `intern`: its equal twin elsewhere reads another dict.
     ctx.states.append((p, _partial_state, _partial_state(p)))
+    if p.keywords or owns_data(p):
+        ctx.own_eq = True
     return (
         type(p),
         key(p.func, ctx, False),

@@ -151,6 +151,14 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tu
     )
 
 
+def owns_data(obj: Any) -> bool:
+    """Whether `obj`'s own `__dict__` holds data that code may read back and change in place
+    (`f.scale`), not only the dunders that `functools.wraps` copies (`__wrapped__`, `__doc__`):
+    such an object is never substituted by `intern` (`ctx.own_eq`)."""
+    d = getattr(obj, "__dict__", None)
+    return bool(d) and any(not (k[:2] == "__" == k[-2:]) for k in d)
+
+
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
     return (type(obj), size(len(d)), *d.keys(), *d.values())
@@ -386,9 +394,19 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     values = []
     owned = _owns_dicts(t)
+    d = getattr(obj, "__dict__", None) or {}
     for name in field_names(t):
+        raw = d.get(name, MISSING)
         v = getattr(obj, name, MISSING)
+        if getattr(type(raw), "eqxstable_static_form", False) and v is not raw[0]:
+            # A `StableModule`'s static list or dict reads back as a fresh copy each time: it is
+            # keyed by the canonical form the instance holds instead.
+            v = raw
         if owned and type(v) is dict:
+            if v:
+                # Its own dict (`equinox.Partial`'s keywords), which can still change in place:
+                # an equal module elsewhere reads another one, so never substituted.
+                ctx.own_eq = True
             ctx.states.append((v, dict_state, dict_state(v)))
             values.append((name, dict, tuple((k, key(x, ctx, False)) for k, x in v.items())))
         else:

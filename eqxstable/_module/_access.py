@@ -90,7 +90,9 @@ class FieldAccess:
         if t is Static:
             if value[1] and _called_by_equinox_construction():  # It holds an array.
                 return value
-            return value[0]
+            # Lists and dicts as plain copies (`_plain.py`), so that JAX sees a list as a list.
+            read = value[3].read
+            return value[0] if read is None else read()
         if t is Hyper:
             return decode(value)
         return value

@@ -8,8 +8,8 @@ was assigned, in every way the code can observe: `==` with the original kind, it
 
 | Assigned | `StableModule` reads back | `eqxstable.stabilize` stores in a plain module |
 | --- | --- | --- |
-| `list` | [`ReadOnlyList`][] | [`CanonicalList`][] |
-| `dict` | [`ReadOnlyDict`][] | [`CanonicalDict`][] |
+| `list` | a plain `list`, copied from a [`ReadOnlyList`][] (`_plain.py`) | [`CanonicalList`][] |
+| `dict` | a plain `dict`, copied from a [`ReadOnlyDict`][] | [`CanonicalDict`][] |
 | `set` | [`ReadOnlySet`][] (iterates as the original did) | [`CanonicalSet`][] |
 | `frozenset` | itself, or an [`OrderedFrozenSet`][] | [`CanonicalFrozenSet`][] |
 | `np.ndarray` | a read-only `np.ndarray` | a read-only [`CanonicalArray`][] |

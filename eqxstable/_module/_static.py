@@ -21,7 +21,6 @@ holds too: built over it again once it has changed, a module gets a new `Static`
 import operator
 import struct
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -29,8 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import StabilityWarning
-from .._keys import stable_key, too_many_objects, warns_hash_without_eq
+from .._keys import too_many_objects
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -45,6 +43,8 @@ from ._canonical import (
     ReadOnlySet,
     VIEW_BASES,
 )
+from ._delegate import Delegate, DELEGATED, delegated, leaf_key, own_eq_class
+from ._plain import MAX_DEPTH, reader
 
 
 class _Anchor:
@@ -52,7 +52,7 @@ class _Anchor:
     `Static` holds one of these, which holds the `Static` (a cycle that the garbage collector
     clears once no module holds the `Static`)."""
 
-    __slots__ = ("static", "__weakref__")
+    __slots__ = ("static", "read", "__weakref__")
 
 
 class Static(tuple):
@@ -77,11 +77,35 @@ class Static(tuple):
         anchor = _Anchor()
         self = tuple.__new__(cls, (value, has_array, parts, anchor))
         anchor.static = self
+        # How a read makes a plain copy of the value's lists and dicts, if any (`_plain.py`).
+        anchor.read = reader(value)
         return self
+
+    def __eq__(self, other: object) -> bool:
+        # One object per equivalence class, so identity, except for a value holding a leaf that
+        # may not be substituted (`Delegate`): one `Static` per module then, equal to another
+        # exactly when their parts are (the leaves by their own `==` or their key, now).
+        if self is other:
+            return True
+        if type(other) is not Static or not (delegated(self[2]) and delegated(other[2])):
+            return False
+        return self[2] == other[2]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        parts = self[2]
+        return hash(parts) if delegated(parts) else object.__hash__(self)
 
     @property
     def value(self) -> Any:
         return self[0]
+
+    def read(self) -> Any:
+        """What the module's code reads: the value, its lists and dicts as plain copies."""
+        read = self[3].read
+        return self[0] if read is None else read()
 
     @property
     def has_array(self) -> bool:
@@ -90,10 +114,6 @@ class Static(tuple):
     @property
     def parts(self) -> tuple:
         return self[2]
-
-    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
-    __ne__ = object.__ne__  # pyright: ignore[reportAssignmentType]
-    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore, (self[0],))
@@ -120,7 +140,7 @@ _Leaf = Callable[[Any, Any], Any]
 _ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
 _FLOAT = struct.Struct("<d")
 # Deeper than this, the rest of a static value is one leaf (never a `RecursionError`).
-_MAX_DEPTH = 64
+_MAX_DEPTH = MAX_DEPTH
 # The kinds a walk takes apart; a read-back or canonical form is walked as what it stands for.
 _KINDS: dict[type, type] = {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset}
 _KINDS.update(VIEW_BASES)
@@ -200,10 +220,24 @@ class _Freezer:
     as one list twice (what `is` and a YAML dump's anchors show), `[x, copy(x)]` as two.
     """
 
-    __slots__ = ("leaf", "parts", "changeable", "has_array", "depth", "canonical", "seen")
+    __slots__ = (
+        "leaf",
+        "parts",
+        "changeable",
+        "has_array",
+        "depth",
+        "canonical",
+        "seen",
+        "delegate",
+        "delegates",
+    )
 
     def __init__(self, leaf: _Leaf, canonical: bool):
         self.leaf = leaf
+        # Whether a leaf that `intern` may not substitute is compared through a `Delegate`
+        # (the `StableModule` form, one `Static` per module then), and whether one was.
+        self.delegate = not canonical
+        self.delegates = False
         self.parts: list = []
         # The keys of the leaves kept by reference that can change in place (an `OrderedDict`,
         # a `deque`, a user object): a leaf's identity does not say what it holds, so the same
@@ -360,24 +394,25 @@ class _Freezer:
         # Equivalent leaves are one object after interning, so the identity is the key; the
         # canonical form holds the leaf, so the `id` is not reused while the key is in a table.
         # A leaf that can change in place is also looked up by its key now (`changeable`).
+        key = leaf_key(x)
+        if self.delegate and not key.substitutable:
+            # Kept as it is (its owner's object), compared by its own `==` or its key.
+            own = own_eq_class(type(x))
+            try:
+                hash(Delegate(x, own))
+            except Exception:
+                pass  # Unhashable after all: by identity, as before.
+            else:
+                self.parts.append(Delegate(x, own))
+                self.delegates = True
+                return x
         self.parts.append((type(x), id(x)))
-        key = _leaf_key(x)
         if key.identity and not too_many_objects(key):
             # (An object reaching too many objects to key gets a key equal to nothing: it is
             # left to its identity, as Equinox leaves a static object, rather than given a new
             # canonical form, and so a new program, at every build.)
             self.changeable.append(key)
         return x
-
-
-def _leaf_key(x: Any) -> Any:
-    if warns_hash_without_eq(type(x)):
-        # The module layer has warned already, naming the field; `stable_key` would warn again
-        # with the class alone.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StabilityWarning)
-            return stable_key(x)
-    return stable_key(x)
 
 
 def _new(cls: Any, items: list) -> Any:
@@ -414,6 +449,9 @@ def freeze_static(obj: Any, leaf: _Leaf = _keep, path: Any = None) -> Any:
         return leaf(obj, path)
     freezer = _Freezer(leaf, canonical=False)
     value = freezer(obj, path)
+    if freezer.delegates:
+        # Not in the table, which would hand this module another module's objects.
+        return Static(value, freezer.has_array, (*freezer.parts, DELEGATED))
     parts = tuple(freezer.parts)
     key = _table_key(parts, tuple(freezer.changeable))
     with _lock:
@@ -463,5 +501,5 @@ def _restore(value: Any) -> Static:
 
 
 def thaw(obj: Any) -> Any:
-    """The value a static field reads back as: `Static.value`, else `obj` itself."""
-    return obj.value if type(obj) is Static else obj
+    """The value a static field reads back as: `Static.read()`, else `obj` itself."""
+    return obj.read() if type(obj) is Static else obj
