@@ -39,7 +39,9 @@ NET_AVOIDED = {
     "jitted_module.py": 2,
     "rebuilt_closures.py": 0,
     "transformed_calls.py": 5,
-    "guest_under_transformation.py": 1,
+    # Where JAX cannot fingerprint a trace, the second function is never a guest: its own
+    # trace under the transformation is then one more miss that Equinox makes too.
+    "guest_under_transformation.py": 1 if AVAILABLE else 2,
 }
 # How many of eqxstable's misses the doctor predicts to trace a program already compiled for an
 # equal trace, and run it (no compile); none where this JAX cannot fingerprint a trace.
