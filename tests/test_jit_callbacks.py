@@ -38,8 +38,14 @@ def _io(x, cb):
     return io_callback(cb, _SDS, x)
 
 
+def _in_linear_solve(x, cb):
+    # `custom_linear_solve` keeps its jaxprs in a NamedTuple parameter.
+    solve = lambda _, r: jax.pure_callback(cb, _SDS, r)  # noqa: E731
+    return jax.lax.custom_linear_solve(lambda v: v, x, solve)
+
+
 @pytest.mark.counts_traces
-@pytest.mark.parametrize("kind", [_pure, _io])
+@pytest.mark.parametrize("kind", [_pure, _io, _in_linear_solve])
 def test_an_equivalent_callback_never_runs_in_anothers_program(kind):
     traces = 0
 

@@ -67,13 +67,23 @@ def _runs_python(jaxpr: Any, seen: set) -> bool:
             for param, value in params.items():
                 if (name, param) not in TRACE_ONLY and _holds_callable(value):
                     return True
-        for value in params.values():
-            for sub in value if type(value) in (tuple, list) else (value,):
-                if isinstance(sub, jcore.ClosedJaxpr):
-                    sub = sub.jaxpr
-                if isinstance(sub, jcore.Jaxpr) and _runs_python(sub, seen):
-                    return True
+        if any(_runs_python(sub, seen) for sub in _jaxprs(params.values())):
+            return True
     return False
+
+
+def _jaxprs(values: Any) -> Any:
+    """The jaxprs held by equation parameters, through any tuple (`custom_linear_solve` holds
+    its jaxprs in a NamedTuple), list or dict."""
+    for value in values:
+        if isinstance(value, jcore.ClosedJaxpr):
+            yield value.jaxpr
+        elif isinstance(value, jcore.Jaxpr):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            yield from _jaxprs(value)
+        elif isinstance(value, dict):
+            yield from _jaxprs(value.values())
 
 
 # Equinox's own callbacks of an `equinox.error_if` check (`equinox._errors._error`): `raises`,
@@ -142,11 +152,12 @@ def _holds_callable(value: Any) -> bool:
     t = type(value)
     if t in _PLAIN or isinstance(value, (type, jcore.Jaxpr, jcore.ClosedJaxpr)):
         return False
-    if t in (tuple, list, frozenset):
-        return any(map(_holds_callable, value))
-    if t is dict:
-        return any(map(_holds_callable, value.values()))
     if not callable(value):
+        # Through any tuple (a NamedTuple of parameters), list, set or dict.
+        if isinstance(value, (tuple, list, frozenset, set)):
+            return any(map(_holds_callable, value))
+        if isinstance(value, dict):
+            return any(map(_holds_callable, value.items()))
         return False
     module = getattr(t, "__module__", "") or ""
     # JAX's own callable objects in parameters (a `Mesh`) are read while lowering; its callback
