@@ -218,6 +218,29 @@ def test_a_guest_returns_its_own_non_array_outputs(first, second):
             assert out.metadata == static.metadata and out.names == static.names
 
 
+def _returns_dict(keys):
+    box = [keys]  # A closure over a new list: a key of its own, the same trace.
+
+    def f(x):
+        return {k: x * (i + 1) for i, k in enumerate(box[0])}
+
+    return f
+
+
+def test_rebuilt_functions_returning_dicts_share_a_program(compiles):
+    # JAX hands out a dict node's keys as a new list each time: the program is found by them.
+    x = jnp.ones(2)
+    for _ in range(3):
+        out = es.filter_jit(_returns_dict(("loss", "y")))(x)
+        assert list(out) == ["loss", "y"] and np.array_equal(out["y"], 2 * x)
+    assert compiles.count("f") == 1
+    # Keys equal by `==` but of other types make other outputs: never shared.
+    for k in (1, 1.0, True):
+        ((got, value),) = es.filter_jit(_returns_dict((k,)))(x).items()
+        assert type(got) is type(k) and np.array_equal(value, x)
+    assert compiles.count("f") == 4
+
+
 @pytest.mark.parametrize("keys", [(1, 1.0), (1.0, True), (True, 1), (0.0, -0.0)])
 def test_a_guest_returns_its_own_key_paths(keys):
     # JAX's `==` calls `DictKey(1)` and `DictKey(1.0)` equal; the key level keeps the two calls

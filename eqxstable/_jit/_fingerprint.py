@@ -241,6 +241,9 @@ def tree_key(treedef: Any, key: Callable[[Any], Hashable] | None = None) -> Hash
         return ("?", _Same(treedef))
     kind, data = node
     key = key_of if key is None else key
+    if kind is dict and type(data) is list:
+        # A dict node's keys: a new list each time JAX is asked, never one anyone holds.
+        data = tuple(data)
     return (_Same(kind), key(data), tuple(tree_key(c, key) for c in treedef.children()))
 
 
