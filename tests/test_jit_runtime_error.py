@@ -46,6 +46,18 @@ def test_error_if_in_a_nested_stable_function(caplog):
     assert (outer.cache_info().hits, outer.cache_info().misses) == (1, 1)
 
 
+def test_a_hit_whose_program_raises_is_counted():
+    def check(x):
+        return eqx.error_if(x, x > 0, "positive")
+
+    f = es.filter_jit(check)
+    for _ in range(3):
+        with pytest.raises(eqx.EquinoxRuntimeError):
+            f(jnp.asarray(1.0))
+    # Every call ran the program: one miss, two hits (`hits + misses` is the number of calls).
+    assert f.cache_info()[:2] == (2, 1)
+
+
 def test_other_callback_errors_are_left_as_jax_raised_them():
     class Boom(Exception):
         pass

@@ -198,11 +198,12 @@ class _JitWrapper(Generic[_P, _T]):
                 # is raised here rather than wherever the result is first used.
                 jax.block_until_ready(out)
         except BaseException as e:
-            # A call that failed before its miss was recorded (an error while tracing, or a
-            # guard that refused to recompile) did not happen as far as the counters go.
-            if call.committed:
-                self._stats.calls += 1
             error = equinox_error(e, __equinox_jit_id__)
+            # A call that failed before its miss was recorded (an error while tracing, or a
+            # guard that refused to recompile) did not happen as far as the counters go; one
+            # whose program ran and raised (an `equinox.error_if` check) did, hit or miss.
+            if call.committed or error is not None:
+                self._stats.calls += 1
             if error is None:
                 raise
         else:
