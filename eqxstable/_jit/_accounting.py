@@ -80,7 +80,11 @@ class CacheInfo(NamedTuple):
         (nothing was traced); under `jax.disable_jit()` a call is a hit (nothing is traced).
     - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
         `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
-        them from its own caches, and traced again if needed; the counts stay exact.
+        them from its own caches, and traced again if needed; the counts stay exact. What is
+        dropped is a cache entry (one set of static arguments) with all its programs; the
+        programs of the entry last used (one per input shape and dtype) stay together, in JAX's
+        own cache of that entry, which JAX bounds, so `currsize` can exceed `maxsize` while a
+        single entry holds more programs than it.
     - `currsize`: the number of compiled programs this wrapper's cache holds now.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
