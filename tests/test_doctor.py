@@ -251,6 +251,9 @@ def test_exception_prints_traceback_then_report(tmp_path):
     [
         ("sys.exit(3)", 3, None),
         ("sys.exit('bad config')", 1, "bad config"),
+        # What the process exits with, as `python` would: the low byte, and `True` as 1.
+        ("sys.exit(300)", 44, None),
+        ("sys.exit(True)", 1, None),
     ],
 )
 def test_sys_exit_status_and_report(tmp_path, exit_call, status, message):

@@ -112,7 +112,8 @@ def _exit_status(code: Any) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        # The status the process exits with: `True` is 1, and POSIX keeps the low byte.
+        return int(code) & 0xFF
     sys.stdout.flush()
     print(code, file=sys.stderr)
     return 1
