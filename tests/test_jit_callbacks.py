@@ -271,3 +271,25 @@ def test_a_user_callback_named_like_equinoxs_is_pinned():
     assert runs_python(jaxpr)
     check = jax.make_jaxpr(lambda x: eqx.error_if(x, x > 1.0, "m"))(jnp.ones(2))
     assert not runs_python(check)
+
+
+@pytest.mark.counts_traces
+def test_jax_random_in_a_trace_is_not_a_callback():
+    # `random_wrap` and `random_seed` hold JAX's own PRNG functions (in a NamedTuple): read
+    # while tracing and lowering, never called by the program.
+    traces = 0
+
+    def loss(model, x, key):
+        nonlocal traces
+        traces += 1
+        key = jax.random.fold_in(jax.random.key(0), 1) if key is None else key
+        return jnp.mean(jax.vmap(model)(x + jax.random.normal(key, x.shape)) ** 2)
+
+    stable = es.filter_jit(loss)
+    x = jnp.ones((4, 2))
+    for seed in range(3):
+        model = eqx.nn.MLP(2, 1, 8, 1, activation=lambda z: z / 2, key=jax.random.key(0))
+        out = stable(model, x, jax.random.PRNGKey(seed))
+        assert np.allclose(out, loss(model, x, jax.random.PRNGKey(seed)), rtol=1e-5)
+    assert stable(model, x, None) == pytest.approx(float(loss(model, x, None)), rel=1e-5)
+    assert traces == 2 + 4  # Two traces, and the four eager checks.

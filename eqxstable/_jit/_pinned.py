@@ -24,7 +24,7 @@ rules of custom derivatives, `_fingerprint.TRACE_ONLY`, and the static parts of 
 """
 
 import operator
-from types import FunctionType
+from types import BuiltinFunctionType, FunctionType
 from typing import Any
 
 from jax.extend import core as jcore
@@ -159,9 +159,13 @@ def _holds_callable(value: Any) -> bool:
         if isinstance(value, dict):
             return any(map(_holds_callable, value.items()))
         return False
-    module = getattr(t, "__module__", "") or ""
-    # JAX's own callable objects in parameters (a `Mesh`) are read while lowering; its callback
+    # A function's own module, else its type's: JAX's own callables in parameters (a `Mesh`,
+    # the functions of a PRNG implementation) are read while tracing or lowering; its callback
     # wrappers only appear under the callback primitives, handled above.
+    if t is FunctionType or t is BuiltinFunctionType:
+        module = getattr(value, "__module__", None) or ""
+    else:
+        module = getattr(t, "__module__", "") or ""
     return not (module == "jax" or module.startswith(("jax.", "jaxlib")))
 
 
