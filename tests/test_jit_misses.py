@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import pytest
@@ -330,3 +331,55 @@ def test_node_data_in_a_miss_agrees_with_the_cache(a, b):
         jitted(_Box(jnp.ones(3), a))
         jitted(_Box(jnp.ones(3, jnp.int32), other))
         assert jitted.misses[-1].kind == ("dtype" if same else "structure")
+
+
+def _scale(x, s):
+    if s > 1:
+        raise ValueError("s must be at most 1")
+    return x * s
+
+
+def test_cache_info_counts_only_what_xla_compiled(compiles):
+    wrapper = es.filter_jit(_scale)
+    x = jnp.ones(2)
+    # Traced inside another trace, which compiles nothing: no compile of its own.
+    for s in (0.25, 0.5):
+        out = jax.eval_shape(lambda x, s=s: wrapper(x, s), x)
+        assert out.shape == (2,)
+    # A trace that raised compiled nothing either.
+    with pytest.raises(ValueError, match="at most 1"):
+        wrapper(x, 2.0)
+    assert float(wrapper(x, 0.75)[0]) == 0.75
+    info = wrapper.cache_info()
+    assert (info.misses, info.traces) == (4, 4)
+    assert info.compiles == compiles.count("_scale") == 1
+    assert [m.compiled for m in wrapper.misses] == [False, False, False, True]
+    assert "inside another trace" in wrapper.misses[0].reason
+
+
+@pytest.mark.counts_traces
+def test_arguments_that_do_not_fit_raise_the_functions_type_error():
+    wrapper = es.filter_jit(lambda x, y: x + y, on_recompile="raise")
+    x = jnp.ones(2)
+    wrapper(x, x)
+    # As calling the function would, and `equinox.filter_jit` does: not a refused recompile.
+    with pytest.raises(TypeError):
+        wrapper(x)
+    with pytest.raises(TypeError):
+        wrapper(x, x, x)
+    assert wrapper.cache_info()[:2] == (0, 1)
+
+
+def test_a_configuration_change_is_named():
+    square = es.filter_jit(lambda x: x @ x)
+    x = jnp.ones((2, 2))
+    square(x)
+    with jax.default_matmul_precision("highest"):
+        assert float(square(x)[0, 0]) == 2.0
+    (_, miss) = square.misses
+    assert miss.kind == "first" and "under this JAX configuration" in miss.reason
+    assert "seen before" not in miss.reason
+    from jax._src import config as jax_config
+
+    if hasattr(jax_config, "trace_context_names"):  # Named on JAX 0.6 and later.
+        assert "`jax_default_matmul_precision` None -> 'highest'" in miss.reason

@@ -17,6 +17,7 @@ script's calls into the caches of the stable wrappers it makes itself.
 what was predicted.
 """
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
@@ -267,7 +268,7 @@ class Predictor:
             sig = signature(args, kwargs)
         if fun_arrays:
             fun_leaves = tuple(zip(wrapper.array_paths(), map(_array_leaf, fun_arrays)))
-            sig = Signature(sig.leaves + fun_leaves, sig.nodes)
+            sig = dataclasses.replace(sig, leaves=sig.leaves + fun_leaves)
         # The jit layer's own explanation, in the same order and words as a real miss.
         miss = explain_stable_miss(
             fun_names(wrapper.fun)[0], rebound, entry.mutated, sig, program.history

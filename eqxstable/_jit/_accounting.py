@@ -57,13 +57,20 @@ _NOT_COMPILED = {
     "loaded": (
         "traced, and JAX loaded its program from the persistent compilation cache (no compile)."
     ),
+    "held": "traced, and JAX's own caches still held its compiled program (no compile).",
+    "raised": "traced, and the trace raised (no compile).",
+    "inside": (
+        "traced inside another trace (`jax.eval_shape`, `jax.make_jaxpr`, an outer `jax.jit`), "
+        "which compiles its own program, if any (no compile of this one)."
+    ),
 }
 
 
 def not_compiled(miss: Miss, saved_seconds: float, how: str) -> Miss:
     """`miss` as one that compiled nothing: its program was `"reused"` (compiled for an equal
-    trace) or `"loaded"` (from JAX's persistent compilation cache). A reason that says the call
-    compiled says what happened instead."""
+    trace), `"loaded"` (from JAX's persistent compilation cache), `"held"` by JAX's own caches,
+    traced `"inside"` another trace, which compiled nothing for it, or whose trace `"raised"`.
+    A reason that says the call compiled says what happened instead."""
     reason = miss.reason
     if reason.endswith(_COMPILED):
         reason = reason[: -len(_COMPILED)] + _NOT_COMPILED[how]
@@ -115,6 +122,7 @@ class Stats:
         "missed",
         "reused",
         "loaded",
+        "uncompiled",
         "misses",
         "compile_seconds",
         "trace_seconds",
@@ -129,6 +137,9 @@ class Stats:
         self.reused = 0
         # How many misses JAX loaded from its persistent compilation cache (no XLA compile).
         self.loaded = 0
+        # How many misses compiled nothing otherwise: their trace raised, or ran inside
+        # another trace, or JAX's own caches held the program.
+        self.uncompiled = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -144,6 +155,7 @@ class Stats:
         self.missed = 0
         self.reused = 0
         self.loaded = 0
+        self.uncompiled = 0
         self.misses = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -165,6 +177,8 @@ class Call:
         "committed",
         "notify",
         "loaded",
+        "compiled",
+        "miss",
     )
 
     def __init__(self, program: Any, wrapper: Any, args, kwargs, entry: Any, lowering: bool):
@@ -186,6 +200,25 @@ class Call:
         # The compile seconds JAX's persistent compilation cache saved this call, when the
         # executable was loaded from it (`None`: it was not).
         self.loaded: float | None = None
+        # Whether XLA compiled anything while this call ran (JAX's compile event).
+        self.compiled = False
+        # This call's miss, once recorded (`stats.misses[-1]` may be another thread's by then).
+        self.miss: Miss | None = None
+
+    def record(self, miss: Miss) -> None:
+        """Records this call's miss."""
+        self.miss = miss
+        self.stats.record(miss)
+        self.committed = True
+
+    def amend(self, miss: Miss) -> None:
+        """Replaces this call's recorded miss (in `stats.misses`, unless cleared meanwhile)."""
+        misses = self.stats.misses
+        for i in range(len(misses) - 1, max(-1, len(misses) - 64), -1):
+            if misses[i] is self.miss:
+                misses[i] = miss
+                break
+        self.miss = miss
 
 
 class _Current(threading.local):
@@ -221,6 +254,7 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     if call.lowering:
         return
     if event == COMPILE_EVENT:
+        call.compiled = True
         call.stats.compile_seconds += duration_secs
     elif event == TRACE_EVENT:
         call.stats.trace_seconds += duration_secs
@@ -257,12 +291,28 @@ def settle_loaded(call: Call) -> None:
     persistent compilation cache instead, the miss compiled nothing (`CacheInfo.loaded`)."""
     saved, call.loaded = call.loaded, None
     stats = call.stats
-    if saved is None or not call.committed or not stats.misses:
+    miss = call.miss
+    if saved is None or not call.committed or miss is None:
         return
-    miss = stats.misses[-1]
     if miss.compiled:
-        stats.misses[-1] = not_compiled(miss, saved, "loaded")
+        call.amend(not_compiled(miss, saved, "loaded"))
         stats.loaded += 1
+
+
+def settle(call: Call) -> None:
+    """After a call whose miss was recorded: what it compiled. A miss loaded from JAX's
+    persistent compilation cache, or one during which XLA compiled nothing (traced inside
+    another trace, `jax.eval_shape` or an outer `jax.jit`, or served by JAX's own caches),
+    compiled nothing (`CacheInfo.compiles`)."""
+    settle_loaded(call)
+    stats = call.stats
+    miss = call.miss
+    if call.committed and not call.compiled and miss is not None and miss.compiled:
+        from ._fingerprint import under_a_trace  # Here: only a miss comes this way.
+
+        how = "inside" if under_a_trace() else "held"
+        call.amend(not_compiled(miss, 0.0, how))
+        stats.uncompiled += 1
 
 
 jax.monitoring.register_event_duration_secs_listener(_listener)

@@ -445,9 +445,45 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
         tuple(keys),
         tuple(node_keys),
         tuple(class_keys),
+        _aliases(statics, data),
         config,
     )
     return key, merge(watches)
+
+
+# Values whose identity means nothing: Python may or may not make equal ones one object.
+_NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
+# Past this many objects the pattern is not worked out: the key then equals no other.
+_ALIAS_BUDGET = 10_000
+
+
+def _aliases(statics: list, data: list) -> tuple:
+    """Which of a call's static objects (its static leaves, and what its node data holds,
+    through tuples and lists) are the very object met earlier, as `(place, earlier place)`.
+
+    A trace can tell (`a is b`), and equivalent objects have equal keys: `f(g, g)` and
+    `f(g1, g2)` with `g1`, `g2` rebuilt lambdas must not share a program (nor an output that
+    returns one of them)."""
+    first: dict[int, int] = {}
+    repeats: list[tuple[int, int]] = []
+    if flat_module_aux is not None:  # Equinox < 0.13.3: see `_compat.py`.
+        data = list(map(flat_module_aux, data))
+    pending = [*reversed(data), *reversed(statics)]
+    held = []  # The objects met, so that no `id` is reused while this runs.
+    while pending:
+        x = pending.pop()
+        if type(x) in _NO_IDENTITY:
+            continue
+        place = len(held)
+        if place >= _ALIAS_BUDGET:
+            return (object(),)
+        seen = first.setdefault(id(x), place)
+        held.append(x)
+        if seen != place:
+            repeats.append((place, seen))
+        elif type(x) in (tuple, list):
+            pending.extend(reversed(x))
+    return tuple(repeats)
 
 
 def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:

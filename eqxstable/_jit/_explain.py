@@ -299,10 +299,56 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
                 "structure every call.",
             )
         )
+    found.extend(_alias_differences(old.aliases, new.aliases))
     distance = len(found) + extra + (_STRUCTURE_WEIGHT if structural else 0)
     # Structure first (nothing else is comparable then), then in the order of the arguments.
     found.sort(key=lambda d: d.kind != "structure")
     return distance, found
+
+
+def _alias_differences(old: tuple, new: tuple) -> list[_Difference]:
+    """Static objects that were one object in one call and two in the other (`f(g, g)`, then
+    `f(g1, g2)`)."""
+    found = []
+    for aliases, now, before in ((new, "are now", "were"), (old, "were", "are now")):
+        other = set(old if aliases is new else new)
+        for path, earlier in aliases:
+            if (path, earlier) not in other:
+                found.append(
+                    _Difference(
+                        "identity",
+                        path,
+                        f"`{path}` and `{earlier}` {now} one object and {before} two "
+                        "(equivalent, but the function can tell them apart with `is`), so this "
+                        "call is traced on its own; pass the same objects the same way each call.",
+                    )
+                )
+    return found
+
+
+def _config_changes(previous: Sequence[Signature], new: Signature) -> str:
+    """The configuration states in which `new` differs from the closest earlier signature it is
+    otherwise equal to (the latest on a tie), as `name old -> new`; `""` if none."""
+    best: list[str] | None = None
+    for old in reversed(previous):
+        if old.leaves == new.leaves and len(old.config) == len(new.config):
+            changed = [
+                f"`{name}` {a!r} -> {b!r}"
+                for (name, a), (_, b) in zip(old.config, new.config)
+                if not _same_config(a, b)
+            ]
+            if changed and (best is None or len(changed) < len(best)):
+                best = changed
+    if not best:
+        return ""
+    return "; ".join(best[:3]) + ("; ..." if len(best) > 3 else "")
+
+
+def _same_config(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
 
 
 def diff(previous: Sequence[Signature], new: Signature, name: str = "the function") -> Miss:
@@ -330,6 +376,14 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
     assert best is not None
     _, found = best
     if not found:
+        changed = _config_changes(previous, new)
+        if changed:
+            return Miss(
+                "first",
+                "",
+                f"first call of `{name}` under this JAX configuration ({changed}); JAX traces "
+                "and compiles a program for each configuration.",
+            )
         return Miss(
             "first",
             "",

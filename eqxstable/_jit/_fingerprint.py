@@ -252,6 +252,12 @@ def top_level() -> bool:
     return _trace_state_clean is not None and _trace_state_clean()
 
 
+def under_a_trace() -> bool:
+    """Whether an outer trace or transformation is running (`False` where this JAX cannot
+    tell)."""
+    return _trace_state_clean is not None and not _trace_state_clean()
+
+
 def reusable(*groups: list) -> bool:
     """Whether a call may look for a program compiled for another: outside any transformation
     (a transformation re-traces the jaxpr it finds, so it is left to JAX) and with concrete

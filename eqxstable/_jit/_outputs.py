@@ -73,15 +73,16 @@ jtu.register_pytree_node(Mixed, _flatten_mixed, _rebuild)
 
 
 def _put_back(leaves: list, sources: tuple) -> None:
-    """The current call's objects at the output positions its trace took from its inputs. The
-    call's entry holds its static leaves (a hit adopts the call's own objects, `Cache.lookup`),
-    and its wrapper the function's."""
+    """The current call's objects at the output positions its trace took from its inputs: its
+    own arguments' leaves, and its wrapper's function's."""
     inputs = getattr(_served, "inputs", None)
     if inputs is None:
         call = current.call
         if call is None:
             raise RuntimeError(MSG_NO_CALL)
-        inputs = (call.entry.template, call.wrapper._fun_template)
+        # The call's own leaves, flattened again: its entry holds the objects of the latest
+        # call to match it, which in another thread may be another call's.
+        inputs = (jtu.tree_leaves((call.args, call.kwargs)), call.wrapper._fun_template)
     for out_pos, kind, in_pos in sources:
         leaves[out_pos] = inputs[kind][in_pos]
 

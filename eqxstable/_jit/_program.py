@@ -6,6 +6,7 @@ Wrappers of equivalent functions (the same `stable_key`, the same options) share
 with `equinox.filter_jit`.
 """
 
+import dataclasses
 import functools as ft
 import weakref
 from typing import Any
@@ -15,7 +16,7 @@ import jax.tree_util as jtu
 from jax.core import Tracer
 
 from . import _reuse
-from ._accounting import Call, current, Miss, notify
+from ._accounting import Call, current, Miss, not_compiled, notify
 from ._bind import Binder
 from ._cache import Cache, Entry
 from ._explain import explain_stable_miss
@@ -154,6 +155,9 @@ class Program:
             # call that its function still has the key the program was made for.
             template = call.wrapper._fun_template if call is not None else self.template
             fun = self.rebuild_fun(template, fun_dynamic)
+            # The objects this trace is called with: a call of the same wrapper inside the
+            # trace (under `jax.vmap`) may make the entry hold its own by the time it returns.
+            call_template = entry.template
             args, kwargs = entry.rebuild(donated, kept)
             try:
                 out = fun(*args, **kwargs)
@@ -161,15 +165,17 @@ class Program:
                 if explained is not None:
                     assert call is not None
                     # A trace that raised still traced: it counts, as for `max_traces` and
-                    # `eqx.debug.assert_max_traces`, but it made no program to compare with.
-                    self._count(call, explained[0])
+                    # `eqx.debug.assert_max_traces`, but it made no program to compare with,
+                    # and compiled none.
+                    call.stats.uncompiled += 1
+                    self._count(call, not_compiled(explained[0], 0.0, "raised"))
                 raise
             token.traced(sig)
             if explained is not None:
                 assert call is not None
                 self._commit(call, entry, *explained)
             # An output leaf that is one of the inputs' static objects is each call's own.
-            return _split_output(out, entry.template, template)
+            return _split_output(out, call_template, template)
 
         # Compile logs and profiles show the user's function, not ours.
         body.__name__ = self.name
@@ -179,6 +185,9 @@ class Program:
         return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
 
     def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
+        # Arguments that do not fit the function raise its `TypeError` now, as
+        # `equinox.filter_jit` (which binds every call) does, not a guard's error or a miss.
+        self.bind(call.args, call.kwargs)
         try:
             sig = signature(call.args, call.kwargs)
         except RecursionError:
@@ -190,7 +199,7 @@ class Program:
                 (f"fun{jtu.keystr(path)}", array_leaf(x))
                 for (path, x) in call.wrapper._array_paths()
             )
-            sig = Signature(sig.leaves + fun_leaves, sig.nodes)
+            sig = dataclasses.replace(sig, leaves=sig.leaves + fun_leaves)
         miss = explain_stable_miss(
             self.name,
             call.wrapper._state.rebound,
@@ -227,8 +236,7 @@ class Program:
         self.cache.rekey(entry)
 
     def _count(self, call: Call, miss: Miss) -> None:
-        call.stats.record(miss)
-        call.committed = True
+        call.record(miss)
         if call.notify:
             notify(call.wrapper, miss)
 

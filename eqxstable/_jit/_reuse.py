@@ -182,7 +182,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     )
     fingerprinted_at = time.perf_counter()
     stats = call.stats
-    miss = stats.misses[-1] if call.committed else None
+    miss = call.miss if call.committed else None
     # A program that calls Python objects while it runs serves only those (`_pinned.py`): it is
     # neither reused for this trace nor offered to a later one.
     pinned = runs_python(traced.jaxpr)
@@ -198,7 +198,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         entry.token = Guest(target)
         target.guests += 1
         if miss is not None:
-            stats.misses[-1] = not_compiled(miss, target.compile_seconds, "reused")
+            call.amend(not_compiled(miss, target.compile_seconds, "reused"))
             stats.reused += 1
             program.cache.reused(entry)
         try:
@@ -207,7 +207,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
             # JAX traced again after all (its caches dropped the trace): compile our own.
             target.guests -= 1
             if miss is not None:
-                stats.misses[-1] = miss
+                call.amend(miss)
                 stats.reused -= 1
                 program.cache.reused(entry, False)
         else:
@@ -230,8 +230,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
 
 
 def _finish(program, call, entry, traced, start, traced_at, fingerprinted_at) -> None:
-    if call.committed:
-        notify(call.wrapper, call.stats.misses[-1])
+    if call.committed and call.miss is not None:
+        notify(call.wrapper, call.miss)
     timings["trace"] += traced_at - start
     timings["fingerprint"] += fingerprinted_at - traced_at
     if _has_callback(traced.jaxpr.jaxpr):

@@ -21,6 +21,7 @@ from jax.core import Tracer
 
 from .._keys import compute_node_data, stable_key
 from .._module import Static, VIEW_BASES
+from ._config import NAMES, untraced
 
 
 _MAX_REPR = 60
@@ -63,6 +64,11 @@ class Signature:
 
     leaves: tuple[tuple[str, ArrayLeaf | StaticLeaf], ...]
     nodes: tuple[tuple[str, Node], ...]
+    # `(path, earlier path)` for each static object that is the very object met earlier in the
+    # call (`f(g, g)`): a trace can tell, so the cache keys it (`_cache._aliases`).
+    aliases: tuple[tuple[str, str], ...] = ()
+    # `(name, value)` of each JAX configuration state a trace reads (`config()`).
+    config: tuple[tuple[str, Any], ...] = ()
 
 
 def argument_path(keypath: Sequence[Any]) -> str:
@@ -138,15 +144,23 @@ def _node(x: Any, treedef: Any) -> Node:
     return Node(node_type, data_key, short_repr(data), fields)
 
 
-def _walk(x: Any, keypath: tuple, leaves: list, nodes: list) -> None:
+def _walk(x: Any, keypath: tuple, leaves: list, nodes: list, objects: list) -> None:
     children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+    path = argument_path(keypath)
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-        path = argument_path(keypath)
-        leaves.append((path, array_leaf(x) if eqx.is_array(x) else _static_leaf(x)))
+        if eqx.is_array(x):
+            leaves.append((path, array_leaf(x)))
+        else:
+            leaves.append((path, _static_leaf(x)))
+            objects.append((path, x))
         return
-    nodes.append((argument_path(keypath), _node(x, treedef)))
+    node = _node(x, treedef)
+    nodes.append((path, node))
+    if node.fields is not None:
+        stored = x.__dict__
+        objects.extend((f"{path}.{name}", stored.get(name)) for name in node.fields)
     for child_path, child in children:
-        _walk(child, keypath + tuple(child_path), leaves, nodes)
+        _walk(child, keypath + tuple(child_path), leaves, nodes, objects)
 
 
 def signature(args: tuple, kwargs: dict) -> Signature:
@@ -163,5 +177,41 @@ def signature(args: tuple, kwargs: dict) -> Signature:
     """
     leaves: list = []
     nodes: list = []
-    _walk((args, kwargs), (), leaves, nodes)
-    return Signature(tuple(leaves), tuple(nodes))
+    objects: list = []
+    _walk((args, kwargs), (), leaves, nodes, objects)
+    return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config())
+
+
+def config() -> tuple[tuple[str, Any], ...]:
+    """The JAX configuration a trace reads, by name: JAX's trace context (what JAX keys its own
+    caches by: x64, matmul precision, promotion rules, the default device, ...) and the states
+    it leaves out (`_config.NAMES`). Unnamed (`#i`) where this JAX does not name them."""
+    try:
+        from jax._src import config as jax_config
+
+        values = tuple(jax_config.trace_context())
+        named: Any = getattr(jax_config, "trace_context_names", None)
+        if callable(named):
+            named = named()
+        names: tuple = tuple(named or ())
+    except Exception:  # pragma: no cover - moved: a miss is then explained without it.
+        return ()
+    if len(names) != len(values):
+        names = tuple(f"#{i}" for i in range(len(values)))
+    return tuple(zip(names + NAMES, values + tuple(untraced())))  # pyright: ignore
+
+
+# Values whose identity means nothing (as in `_cache._aliases`).
+_NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
+
+
+def _aliases(objects: list) -> tuple[tuple[str, str], ...]:
+    first: dict[int, str] = {}
+    found = []
+    for path, x in objects:
+        if type(x) in _NO_IDENTITY:
+            continue
+        earlier = first.setdefault(id(x), path)
+        if earlier != path:
+            found.append((path, earlier))
+    return tuple(found)

@@ -13,7 +13,7 @@ import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
 from . import _verify
-from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
 from ._fun import split_fun
 from ._lowered import Lowered
 from ._lru import sizes
@@ -184,8 +184,8 @@ class _JitWrapper(Generic[_P, _T]):
                     out = token.jitted(donated, kept, self._dynamic, token)
                 except Detach:
                     out = detached(program, call, entry, donated, kept, self._dynamic)
-            if call.loaded is not None:
-                settle_loaded(call)
+            if call.committed or call.loaded is not None:
+                settle(call)
             if call.committed and token is not None:
                 state.traced(program)
                 token = real_token(entry.token)
@@ -283,7 +283,7 @@ class _JitWrapper(Generic[_P, _T]):
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
             traces=misses,
-            compiles=misses - stats.reused - stats.loaded,
+            compiles=misses - stats.reused - stats.loaded - stats.uncompiled,
             loaded=stats.loaded,
         )
 
