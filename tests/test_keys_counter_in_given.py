@@ -1,8 +1,8 @@
 """A `nonlocal` trace counter in a function defined inside a Hypothesis `@given` test is a counter
 (`_keys/_code.py`): the keys find the enclosing code by its qualified name, and the module holds
-Hypothesis's generated function under the test's name, which keeps the test in a closure two
-levels down and the test as `.hypothesis.inner_test`, never in `__wrapped__` (so does a decorator
-written without `functools.wraps`, in its closure). Not found, the counter's cell was keyed by its
+Hypothesis's generated function under the test's name, whose closure holds a wrapper that finds
+the test as `.hypothesis.inner_test`, never as `__wrapped__` (a decorator written without
+`functools.wraps` holds it in its closure). Not found, the counter's cell was keyed by its
 contents, so each fresh closure after a trace was a new key: one trace per call."""
 
 import jax.numpy as jnp
