@@ -122,8 +122,19 @@ def test_a_users_ndarray_subclass_stays_mutable_keyed():
         (lambda: np.frombuffer(b"\0\0\0@\0\0\0@", np.float32), False),  # memory of a `bytes`
         (lambda: np.frombuffer(bytearray(8), np.float32), True),  # memory of a `bytearray`
         (lambda: jnp.ones(2), False),
+        (lambda: np.float32(2.0), False),
+        (lambda: np.zeros(1, "f4,i4")[0], True),  # a record: a view of the array's memory
     ],
-    ids=["writable", "read-only-owner", "read-only-view", "bytes", "bytearray", "jax-array"],
+    ids=[
+        "writable",
+        "read-only-owner",
+        "read-only-view",
+        "bytes",
+        "bytearray",
+        "jax-array",
+        "numpy-scalar",
+        "record",
+    ],
 )
 def test_which_arrays_can_change(make, changes):
     assert may_change(make()) is changes

@@ -326,7 +326,7 @@ def _value(
     if scalar is not None:
         return scalar
     if hasattr(value, "dtype") and hasattr(value, "shape"):
-        if changeable is not None and not isinstance(value, (np.ndarray, jax.Array)):
+        if changeable is not None and not isinstance(value, (np.ndarray, np.generic, jax.Array)):
             # An array type this does not know: its bytes may not be all its state.
             raise _Unkeyable
         try:
@@ -356,15 +356,19 @@ except ImportError:  # JAX 0.5.3 (the floor) holds plain NumPy arrays.
 def may_change(value: Any) -> bool:
     """Whether a literal's or a constant's array can be written in place, now or later.
 
-    A `jax.Array` cannot. A NumPy array can, unless it and every array it views are read-only
-    and its memory belongs to a `bytes` object (a read-only array that owns its memory can be
-    made writable again by whoever holds it). JAX keeps a NumPy value it traces by reference:
-    a 0-d array the traced function closes over is itself the literal (JAX 0.5.3) or viewed by
-    it (0.10), so writing the user's array changes what the jaxpr computes, even run eagerly;
-    and the `1.0` of `x + 1.0`, which JAX makes afresh and never writes, cannot be told apart
-    from it. Any other array type (a subclass may hold state of its own) can."""
+    A `jax.Array` cannot, nor a NumPy scalar (but a record, `np.void`). A NumPy array can,
+    unless it and every array it views are read-only and its memory belongs to a `bytes` object
+    (a read-only array that owns its memory can be made writable again by whoever holds it).
+    JAX keeps a NumPy value it traces by reference: a 0-d array the traced function closes over
+    is itself the literal (JAX 0.5.3) or viewed by it (0.10), so writing the user's array
+    changes what the jaxpr computes, even run eagerly; and the `1.0` of `x + 1.0`, which JAX
+    makes afresh and never writes, cannot be told apart from it. Any other array type (a
+    subclass may hold state of its own) can."""
     if isinstance(value, jax.Array):
         return False
+    if isinstance(value, np.generic):
+        # A NumPy scalar is immutable, but for a structured one (`np.void`), a view of a record.
+        return isinstance(value, np.void)
     if type(value) not in _PLAIN_ARRAYS:
         return True
     a: Any = value
