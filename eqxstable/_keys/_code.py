@@ -9,6 +9,7 @@ import dis
 import sys
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 
@@ -150,11 +151,58 @@ def _enclosing(f: types.FunctionType) -> list[types.CodeType] | None:
     obj = f.__globals__.get(first)
     for name in rest:
         obj = getattr(obj, name, None)
-    for top in _codes_of(obj):
+    for top in _tops(obj):
         path = _path_to(top, code)
         if path is not None:
             return path[:-1]
     return None
+
+
+# How many wrappers deep `_tops` looks for the function a decorator wraps.
+_WRAPPER_DEPTH = 3
+
+
+def _tops(obj: Any) -> Iterator[types.CodeType]:
+    """The code objects that the object named by a qualified name may run: its own
+    (`_codes_of`), then those of the functions it wraps without `__wrapped__`, breadth first, a
+    few wrappers deep: the functions its closure holds (a decorator written without
+    `functools.wraps`), and Hypothesis's `inner_test` (`@given` leaves in the module a generated
+    function whose closure holds a wrapper, which finds the test as `.hypothesis.inner_test`).
+    Whatever is found is checked by identity (`_path_to`), so a wrong candidate can only fail to
+    match."""
+    seen: set[int] = set()
+    level = [obj]
+    for depth in range(_WRAPPER_DEPTH + 1):
+        deeper = []
+        for o in level:
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            yield from _codes_of(o)
+            if depth < _WRAPPER_DEPTH and isinstance(o, types.FunctionType):
+                deeper += _wrapped_by(o)
+        level = deeper
+
+
+def _wrapped_by(f: types.FunctionType) -> list[types.FunctionType]:
+    found = []
+    for cell in f.__closure__ or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # An empty cell.
+            continue
+        if isinstance(held, types.FunctionType):
+            found.append(held)
+    # A function's own `__dict__` (no code runs to read it); Hypothesis's handle is a plain
+    # object, whose attributes are read from its `__dict__` too.
+    handle = f.__dict__.get("hypothesis")
+    try:
+        inner = vars(handle).get("inner_test") if handle is not None else None
+    except Exception:  # No `__dict__`: not Hypothesis's.
+        inner = None
+    if isinstance(inner, types.FunctionType):
+        found.append(inner)
+    return found
 
 
 def _loops(instructions: list) -> list[tuple[int, int]]:

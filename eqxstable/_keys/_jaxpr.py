@@ -24,8 +24,11 @@ and results). A parameter that is itself a Python callable (a `custom_jvp`'s rul
 function) is keyed by `key_of` like any value; JAX makes some of those afresh on every trace, so a
 jaxpr holding one (e.g. `jax.nn.relu`) may only ever equal itself: a recompile, never a wrong
 answer. Jaxprs are immutable by JAX's own convention (JAX caches on them by identity), so a
-key computed once stays valid. Anything unexpected (an unknown variable, an unreadable constant)
-gives `None`: the caller then falls back to identity, which is always safe.
+key computed once stays valid, with one exception: a NumPy literal or constant may be the user's
+own array, held by reference, which the user may write; the keys layer watches such an array
+and never substitutes a jaxpr holding one (`changeable`, `may_change`). Anything unexpected (an
+unknown variable, an unreadable constant) gives `None`: the caller then falls back to identity,
+which is always safe.
 """
 
 import enum
@@ -33,6 +36,7 @@ import struct
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import jax
 import numpy as np
 from jax.extend import core as jcore
 
@@ -40,6 +44,7 @@ from jax.extend import core as jcore
 JAXPR = _JAXPR = jcore.Jaxpr
 CLOSED_JAXPR = _CLOSED = jcore.ClosedJaxpr
 _LITERAL = jcore.Literal
+PRIMITIVE = jcore.Primitive
 try:
     _DROP = jcore.DropVar
 except AttributeError:  # JAX < 0.6 has it only in `jax.core` (deprecated later) and here.
@@ -55,6 +60,7 @@ def jaxpr_key(
     key_of: Callable[[Any], Hashable],
     ignore: frozenset = frozenset(),
     memo: dict | None = None,
+    changeable: Callable[[Any, bytes], None] | None = None,
 ) -> Hashable | None:
     """The value key of a `Jaxpr` or `ClosedJaxpr`, or `None` for anything else (or a jaxpr
     that cannot be keyed by value).
@@ -69,6 +75,11 @@ def jaxpr_key(
     - `memo`: a dict in which the keys of sub-jaxprs met are kept by identity, so that a
         sub-jaxpr met many times (JAX caches the jaxpr of a function traced again with the same
         types: 50 layers calling `jax.nn.relu`) is keyed once. It holds the jaxprs it keys.
+    - `changeable`: called with each NumPy literal or constant that can be written in place
+        (`may_change`) and its bytes, so that the caller watches it and never substitutes the
+        jaxpr (the keys layer); a literal or constant of an array type this does not know then
+        makes the jaxpr unkeyable. Without it (the jit layer's fingerprint, which compares a
+        trace just made), arrays are keyed by their bytes alone.
 
     **Returns:**
 
@@ -78,7 +89,7 @@ def jaxpr_key(
     if not isinstance(obj, (_JAXPR, _CLOSED)):
         return None
     try:
-        return _key(obj, key_of, (ignore, {} if memo is None else memo))
+        return _key(obj, key_of, (ignore, {} if memo is None else memo, changeable))
     except _Unkeyable:
         return None
 
@@ -95,13 +106,13 @@ def _key(obj: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashabl
 
 def _uncached_key(obj: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
     if isinstance(obj, _CLOSED):
-        consts = tuple(_value(c, key_of) for c in obj.consts)
+        consts = tuple(_value(c, key_of, options[2]) for c in obj.consts)
         return ("ClosedJaxpr", _jaxpr(obj.jaxpr, key_of, options), consts)
     return _jaxpr(obj, key_of, options)
 
 
 def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
-    ignore, memo = options
+    ignore, memo, changeable = options
     positions: dict[int, int] = {}
 
     def bind(var: Any) -> Hashable:
@@ -112,7 +123,8 @@ def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
 
     def use(atom: Any) -> Hashable:
         if isinstance(atom, _LITERAL):
-            return ("literal", _value(atom.val, key_of), _known_aval(atom.aval, key_of, memo))
+            value = _value(atom.val, key_of, changeable)
+            return ("literal", value, _known_aval(atom.aval, key_of, memo))
         position = positions.get(id(atom))
         if position is None:
             raise _Unkeyable
@@ -301,27 +313,67 @@ def _scalar(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     return ("python scalar", t, bits, dtype)
 
 
-def _value(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
+def _value(
+    value: Any,
+    key_of: Callable[[Any], Hashable],
+    changeable: Callable[[Any, bytes], None] | None = None,
+) -> Hashable:
     """A literal's or a constant's value: a Python scalar (`_scalar`) by its exact type, bits and
     dtype; an array (JAX's, NumPy's, or the array type JAX wraps literals in) by its exact type,
-    dtype, shape and bytes; anything else by `key_of`."""
+    dtype, shape and bytes, handed to `changeable` as well where it can be written in place;
+    anything else by `key_of`."""
     scalar = _scalar(value, key_of)
     if scalar is not None:
         return scalar
     if hasattr(value, "dtype") and hasattr(value, "shape"):
+        if changeable is not None and not isinstance(value, (np.ndarray, np.generic, jax.Array)):
+            # An array type this does not know: its bytes may not be all its state.
+            raise _Unkeyable
         try:
             array = np.asarray(value)
         except Exception as e:
             raise _Unkeyable from e
         if array.dtype.hasobject:
             raise _Unkeyable
+        data = array.tobytes()
+        if changeable is not None and may_change(value):
+            changeable(value, data)
         # The name as well as `dtype.str`, which is `<V2` for bfloat16 and every other 2-byte
         # extension type.
-        return (
-            "array",
-            key_of(type(value)),
-            *_dtype_names(array.dtype),
-            array.shape,
-            array.tobytes(),
-        )
+        return ("array", key_of(type(value)), *_dtype_names(array.dtype), array.shape, data)
     return key_of(value)
+
+
+try:  # JAX >= 0.8 wraps a literal's NumPy value in its own subclass (no state of its own but
+    # the abstract value, keyed beside it).
+    from jax._src.literals import TypedNdArray as _TypedNdArray
+
+    _PLAIN_ARRAYS: frozenset[type] = frozenset((np.ndarray, _TypedNdArray))
+except ImportError:  # JAX 0.5.3 (the floor) holds plain NumPy arrays.
+    _PLAIN_ARRAYS = frozenset((np.ndarray,))
+
+
+def may_change(value: Any) -> bool:
+    """Whether a literal's or a constant's array can be written in place, now or later.
+
+    A `jax.Array` cannot, nor a NumPy scalar (but a record, `np.void`). A NumPy array can,
+    unless it and every array it views are read-only and its memory belongs to a `bytes` object
+    (a read-only array that owns its memory can be made writable again by whoever holds it).
+    JAX keeps a NumPy value it traces by reference: a 0-d array the traced function closes over
+    is itself the literal (JAX 0.5.3) or viewed by it (0.10), so writing the user's array
+    changes what the jaxpr computes, even run eagerly; and the `1.0` of `x + 1.0`, which JAX
+    makes afresh and never writes, cannot be told apart from it. Any other array type (a
+    subclass may hold state of its own) can."""
+    if isinstance(value, jax.Array):
+        return False
+    if isinstance(value, np.generic):
+        # A NumPy scalar is immutable, but for a structured one (`np.void`), a view of a record.
+        return isinstance(value, np.void)
+    if type(value) not in _PLAIN_ARRAYS:
+        return True
+    a: Any = value
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return True
+        a = a.base
+    return type(a) is not bytes

@@ -32,8 +32,10 @@ from .._compat import flat_module_aux, LEGACY_MODULE_AUX
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
 from . import _callables as c, _library as lib, _values as v
 from ._context import compound, Ctx, Handler, identity, key
-from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key
+from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
+from ._types import Identity, MutableKey
+from ._watch import ArrayState
 
 
 def _code(obj: types.CodeType, ctx: Ctx, content_ok: bool) -> Any:
@@ -45,9 +47,50 @@ def _code(obj: types.CodeType, ctx: Ctx, content_ok: bool) -> Any:
 def _jaxpr(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # A jaxpr is a program: keyed by the equations JAX runs from it (see `_jaxpr.py`), so the
     # same computation closure-converted twice is one key. Jaxprs are immutable by JAX's own
-    # convention; one that cannot be read is itself.
-    k = jaxpr_key(obj, lambda x: key(x, ctx, False))
+    # convention, but a NumPy literal or constant may be the user's array, which the jaxpr
+    # holds by reference: one that can be written is watched and makes the jaxpr one that
+    # `intern` never substitutes (`_changeable`). One that cannot be read is itself.
+    primitives: dict[int, tuple] = {}
+
+    def key_of(x: Any) -> Any:
+        if isinstance(x, PRIMITIVE):
+            return _primitive(x, ctx, primitives)
+        return key(x, ctx, False)
+
+    k = jaxpr_key(obj, key_of, changeable=lambda a, data: _changeable(a, data, ctx))
     return identity(obj, ctx) if k is None else ("jaxpr", k)
+
+
+def _changeable(array: Any, data: bytes, ctx: Ctx) -> None:
+    # Keyed by its bytes (`_jaxpr._value`), as two jaxprs of one computation hold two arrays;
+    # watched, as `K-array-reached` is; and never substituted: an equal jaxpr elsewhere reads
+    # another array, which may be written later (`x * w` with `w` a 0-d array of the user's).
+    ctx.own_eq = True
+    ctx.blobs.append((array, ArrayState(array, data)))
+
+
+def _primitive(p: Any, ctx: Ctx, seen: dict[int, tuple]) -> Any:
+    """An equation's primitive, keyed as what it is (a library object: itself and its
+    attributes, watched) in a computation of its own sharing this one's walk. Where its key
+    names the primitive itself (`MutableKey`), any two equal keys hold this very object, so
+    whatever its attributes reach (JAX's rules: functions with keyword-only defaults, partials)
+    is read by both from the same objects, and does not stop `intern` from substituting the
+    jaxpr; anything else they bring (watches, identity) is kept. Its own memo keeps what is met
+    inside it from being reused elsewhere in this key without its flags."""
+    known = seen.get(id(p))
+    if known is not None:
+        return known[1]
+    inner = Ctx(ctx.by_value)
+    inner.stack = ctx.stack
+    inner.depth = ctx.depth
+    parts = key(p, inner, False)
+    ctx.extend(inner.watch())
+    ctx.identity |= inner.identity
+    ctx.copied_arrays |= inner.copied_arrays
+    names_itself = type(parts) is MutableKey and parts.identity == Identity(p)
+    ctx.own_eq |= inner.own_eq and not names_itself
+    seen[id(p)] = (p, parts)
+    return parts
 
 
 @compound
