@@ -39,20 +39,26 @@ def enabled(flag: bool | None) -> bool:
     return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
 
 
+def served() -> bool:
+    """Whether the call just made ran a compiled program, so that there is one to check. Under
+    `jax.disable_jit()` JAX runs the function as it is, every call, as Equinox's `filter_jit`
+    does then: nothing was compiled or served, so nothing can be stale, and tracing it again
+    (what verify mode does on a hit) would be a trace that normal mode never makes."""
+    return not jax.config.jax_disable_jit  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def _fingerprint(closed: Any) -> tuple[Any, str, tuple]:
     """The jaxpr by value, as a miss compares it with the compiled programs
-    (`_fingerprint.param_key`), with its text for the message. Where it cannot be keyed by value,
-    its text and constants are compared."""
-    key = jaxpr_key(closed, param_key, TRACE_ONLY)
-    if key is not None:
-        return key, str(closed.jaxpr), ()
+    (`_fingerprint.param_key`), with its text and constants. Where either of two jaxprs cannot be
+    keyed by value, their texts and constants are compared (so the constants are read for both:
+    one trace may be keyable where the other is not)."""
     consts = []
     for c in closed.consts:
         try:
             consts.append((str(c.dtype), tuple(c.shape), bytes(jax.device_get(c).tobytes())))
         except Exception:
             consts.append((type(c).__name__, id(c)))
-    return None, str(closed.jaxpr), tuple(consts)
+    return jaxpr_key(closed, param_key, TRACE_ONLY), str(closed.jaxpr), tuple(consts)
 
 
 def _same(expected: tuple, actual: tuple) -> bool:
@@ -70,6 +76,8 @@ def _avals(donated: list, kept: list, fun_dynamic: list) -> tuple:
 
 def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: list) -> None:
     """After a miss: the jaxpr the program was compiled from, for these argument types."""
+    if not served():
+        return
     token = real_token(entry.token)
     try:
         traced = token.jitted.trace(donated, kept, fun_dynamic, token)
@@ -86,6 +94,8 @@ def check(
     program: Any, wrapper: Any, entry: Any, donated: list, kept: list, fun_dynamic: list
 ) -> None:
     """After a hit: trace the call's own objects and compare with the recorded jaxpr."""
+    if not served():
+        return
     jaxprs = getattr(entry, "jaxprs", None)
     if jaxprs is None:
         jaxprs = entry.jaxprs = {}
@@ -128,4 +138,13 @@ def _what(expected: tuple, actual: tuple) -> str:
             if a != b:
                 return f"`{a.strip()}` became `{b.strip()}`"
         return f"{len(old)} lines became {len(new)}"
+    if expected[2] == actual[2]:
+        # The same text and constants: what differs is a value the text does not show exactly.
+        return MSG_UNPRINTED
     return "the constants it captured have other values"
+
+
+MSG_UNPRINTED = (
+    "it prints the same, but a value it does not print exactly differs (a literal's bits, as a "
+    "NaN's payload, or an equation's parameter)"
+)

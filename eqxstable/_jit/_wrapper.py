@@ -208,7 +208,7 @@ class _JitWrapper(Generic[_P, _T]):
                 raise
         else:
             self._stats.calls += 1
-            if state.verifying:
+            if state.verifying and _verify.served():
                 # The very arguments of the call (a tuple), so that JAX's trace cache serves the
                 # recorded jaxpr without running the function again.
                 dynamic: Any = self._dynamic
