@@ -470,7 +470,9 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
         n = walk.cuts[slot] = walk.walked
-        walk.cut.append((obj, n, content_ok))
+        # Never an array by its contents alone below the cut: `intern`'s canonical copies (read-
+        # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
+        walk.cut.append((obj, n, False))
     return (_CUT, n)
 
 
