@@ -79,7 +79,7 @@ BREAKS = {
         "r._EXACT[property] = r._EXACT[classmethod] = r._EXACT[staticmethod] = r.v.constant"
     ),
     "K-mapping-proxy": "r._EXACT[types.MappingProxyType] = r.v.constant",
-    "K-too-deep": "ctx.too_deep = lambda o, c: ('too-deep',)",
+    "K-too-deep": "ctx.cut = lambda o, c, k, s: ('cut',)",
     "K-node-data": "keys_init.Ctx = lambda by_value=False: ctx.Ctx(False)",
 }
 

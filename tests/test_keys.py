@@ -368,10 +368,15 @@ def test_deep_structures_terminate():
     deep: Any = 0
     for _ in range(5000):
         deep = (deep,)
-    # Too deep to key: a key equal to nothing (every call recompiles; never a wrong answer).
+    # Deeper than `MAX_DEPTH`: walked in cuts from the top, keyed by value as a shallow tuple is
+    # (it cannot change); one more level, or another leaf, is another key.
     f = closure_over(deep)
-    assert es.stable_key(f) != es.stable_key(closure_over(deep))
-    assert es.stable_key(f).identity
+    assert es.stable_key(f) == es.stable_key(closure_over(deep))
+    assert es.stable_key(f) != es.stable_key(closure_over((deep,)))
+    other: Any = 1
+    for _ in range(5000):
+        other = (other,)
+    assert es.stable_key(f) != es.stable_key(closure_over(other))
     # Shallower than the limit: keyed by value as usual.
     shallow: Any = 0
     for _ in range(50):

@@ -729,12 +729,20 @@ def test_library_objects_holding_user_functions():
     assert key(f) != before
 
 
-# Too deep, or unreadable: a key equal to nothing, not even the same object's next key.
+# Deeper than `MAX_DEPTH`: walked in cuts from the top, keyed as a shallow object is (a chain
+# of tuples by value, a chain of lists by identity and contents). Unreadable: a key equal to
+# nothing, not even the same object's next key.
 def test_too_deep_and_unreadable():
-    deep: Any = 0
-    for _ in range(500):
-        deep = (deep,)
-    assert key(deep) != key(deep)
+    def chain(leaf: Any, box: Any = lambda x: (x,)) -> Any:
+        for _ in range(500):
+            leaf = box(leaf)
+        return leaf
+
+    deep = chain(0)
+    assert key(deep) == key(deep) == key(chain(0))
+    assert key(deep) != key(chain(1)) and key(deep) != key(chain(0.0))
+    lists = chain(0, lambda x: [x])
+    assert key(lists) == key(lists) != key(chain(0, lambda x: [x]))
 
     class Broken:
         def __eq__(self, other):

@@ -271,7 +271,8 @@ def _innermost(t, depth) -> Any:
 
 def test_canonical_copies_stop_at_the_keys_depth_limit():
     # Down to the depth limit an array is keyed by its bytes, so the canonical instance holds a
-    # read-only copy; past it the key is equal to nothing else, and the user's own array stays.
+    # read-only copy; past it (walked from a cut) by its identity and bytes, and the user's own
+    # array stays.
     limit = _registry.MAX_DEPTH
     a, b = np.ones(2), np.ones(2)
     assert es.stable_key(_nest(a, limit)) == es.stable_key(_nest(b, limit))

@@ -27,7 +27,7 @@ def compute(obj: Any) -> tuple[Key, Watch]:
     if not ctx.copied_arrays:
         # Not when an array was keyed by contents: `intern` hands out a read-only copy of the
         # object, and the original stays writable, so its key must be computed afresh.
-        remember(obj, result, watch)
+        remember(obj, result, watch, not (ctx.stack.done or ctx.stack.cut))
     return result, watch
 
 

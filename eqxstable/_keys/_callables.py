@@ -332,7 +332,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         # itself, as under `equinox.filter_jit`.
         return identity(f, ctx) if ctx.depth == 1 else unreadable(f, ctx)
     memo = recall(f)
-    if memo is not None:
+    if memo is not None and memo.spliced:
         watch = memo.watch.strong()
         if watch is not None:
             ctx.extend(watch)

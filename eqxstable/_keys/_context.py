@@ -15,9 +15,10 @@ from ._types import Identity, Key
 from ._watch import size, Watch
 
 
-# Deeper than this, an object gets a key equal to nothing: a 500-deep tuple must not exhaust the
-# stack, neither when its key is computed nor when two keys are compared (C recursion, 2 to 4
-# levels per level of the object, shares the limit with the Python frames below it).
+# Deeper than this, an object is walked later, from the top (`top`), and referred to by number
+# (`_CUT`): a 500-deep tuple must not exhaust the stack, neither when its key is computed nor
+# when two keys are compared (C recursion, 2 to 4 levels per level of the object, shares the
+# limit with the Python frames below it).
 MAX_DEPTH = 100
 # One key walks at most this many distinct objects (each once, whatever the number of paths to
 # it). Past it the outermost tuple or frozenset on the path in which nothing can change
@@ -35,10 +36,20 @@ class Walk(dict):
     computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
     the budget and the cycle bookkeeping see them."""
 
-    __slots__ = ("walked", "low", "reach", "frozen")
+    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut")
 
     def __init__(self) -> None:
         super().__init__()
+        # Whether objects met again are named by number (`compound`); off only when `top` walks
+        # again because a number was left without its definition (`numbered`).
+        self.linear = True
+        # The objects keyed as `(_DEF, n, parts)` (not self-contained: met again, they are
+        # `(_SEEN, n)`), by slot: `(object, n)`, in the order they were completed.
+        self.done: dict[int, tuple[Any, int]] = {}
+        # The objects met at `MAX_DEPTH`, walked later from the top: their numbers by slot, and
+        # `(object, n, content_ok)` in the order they were met.
+        self.cuts: dict[int, int] = {}
+        self.cut: list[tuple[Any, int, bool]] = []
         # Objects walked so far (at most `MAX_OBJECTS`).
         self.walked = 0
         # The lowest depth that a back-reference made since it was last reset points to: a key
@@ -127,16 +138,25 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`key` for a whole computation. Past `MAX_OBJECTS` objects, the outermost tuple or
-    frozenset on the path to where the budget ran out in which nothing can change
-    (`frozen_scalars`) is keyed by its identity, a sound key with nothing to watch (the same
-    object hits, a copy never does), and the walk starts again; if there is none, the whole of
-    `obj` is keyed as equal to nothing (so the jit layer can say why it traces every call) and
-    watched as always changed."""
+    """`key` for a whole computation: each object walked once (`compound`), and what sits deeper
+    than `MAX_DEPTH` walked afterwards from here, one cut at a time (`_walk`), so that neither the
+    walk nor a comparison of keys recurses deeper than `MAX_DEPTH` levels of the object. Past
+    `MAX_OBJECTS` objects, the outermost tuple or frozenset on the path to where the budget ran
+    out in which nothing can change (`frozen_scalars`) is keyed by its identity, a sound key with
+    nothing to watch (the same object hits, a copy never does), and the walk starts again; if
+    there is none, the whole of `obj` is keyed as equal to nothing (so the jit layer can say why
+    it traces every call) and watched as always changed."""
     frozen: dict[int, Any] = {}
-    for _ in range(_RETRIES + 1):
+    linear = True
+    for _ in range(_RETRIES + 2):
         try:
-            return key(obj, ctx, content_ok)
+            parts = _walk(obj, ctx, content_ok)
+            if not ctx.stack.done and not ctx.stack.cuts:
+                return parts
+            if numbered(parts):
+                return parts
+            if not linear:
+                break
         except TooMany as e:
             found = None
             for x in reversed(e.path):
@@ -146,14 +166,40 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             if found is None:
                 break
             frozen[id(found)] = found
-            ctx.__init__(ctx.by_value)
-            ctx.stack.frozen = frozen
+        else:
+            # A handler left out of its key an object that was then named by number: walk again
+            # without numbers (each object at every path to it, as far as the budget goes).
+            linear = False
+        ctx.__init__(ctx.by_value)
+        ctx.stack.frozen = frozen
+        ctx.stack.linear = linear
     ctx.states[:] = [(obj, _never, (None,))]
     ctx.names.clear()
     ctx.blobs.clear()
     ctx.identity = True
     ctx.copied_arrays = False
     return (TOO_MANY, Identity(_Unkeyable()))
+
+
+def _walk(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """The key of `obj` and then of each object cut at `MAX_DEPTH` (`compound`), each from the
+    top of the stack; the cut ones in a table beside it, `(_DEEP, parts, ((n, parts), ...))`."""
+    parts = key(obj, ctx, content_ok)
+    cut = ctx.stack.cut
+    if not cut:
+        return parts
+    table = []
+    # The objects cut while walking the earlier ones are appended to `cut` as it goes.
+    for x, n, x_content_ok in _growing(cut):
+        table.append((n, key(x, ctx, x_content_ok)))
+    return (_DEEP, parts, tuple(table))
+
+
+def _growing(items: list) -> Any:
+    i = 0
+    while i < len(items):
+        yield items[i]
+        i += 1
 
 
 def frozen_part(obj: Any, ctx: Ctx) -> Any:
@@ -339,14 +385,21 @@ def compound(fn: Handler) -> Handler:
             if here + seen.height > walk.reach:
                 walk.reach = here + seen.height
             return seen.use()
+        linear = walk.linear
+        if linear:
+            done = walk.done.get(slot)
+            if done is not None:
+                return (_SEEN, done[1])
         if here >= MAX_DEPTH:
-            return too_deep(obj, ctx)
+            return cut(obj, ctx, content_ok, slot) if linear else too_deep(obj, ctx)
         frozen = walk.frozen
         if frozen and i in frozen and type(obj) in _HELD:
             return held_items(obj, ctx)
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
+        number = walk.walked
+        defined = len(walk.done)
         low, reach = walk.low, walk.reach
         walk.low, walk.reach = _NOWHERE, here
         walk[i] = here
@@ -357,8 +410,11 @@ def compound(fn: Handler) -> Handler:
             e.path.append(obj)
             raise
         except RecursionError:
+            _forget_since(walk, defined)
             parts = too_deep(obj, ctx)
         except Exception:
+            # What it defined before failing is in no key: met again, it is walked again.
+            _forget_since(walk, defined)
             parts = identity(obj, ctx)
         finally:
             ctx.depth = here
@@ -366,6 +422,14 @@ def compound(fn: Handler) -> Handler:
         if walk.low >= here:
             # Every back-reference in it points inside it: the same key wherever it is met.
             ctx.memo[slot] = _Seen(obj, parts, walk.reach - here)
+        elif linear:
+            # Part of a cycle through an object above it: its key holds back-references that
+            # mean something only where it was walked. Met again, it is named by its number
+            # rather than walked again at every path to it (each path to a library's classes
+            # and functions, reaching each other through their globals, was a walk: 1,355
+            # objects of lineax took 50,000).
+            walk.done[slot] = (obj, number)
+            parts = (_DEF, number, parts)
         if low < walk.low:
             walk.low = low
         if reach > walk.reach:
@@ -375,6 +439,85 @@ def compound(fn: Handler) -> Handler:
     handler.__name__ = fn.__name__
     handler.__qualname__ = fn.__qualname__
     return handler
+
+
+class _Tag:
+    """A marker of the numbered parts of a key, which no value's key can hold."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# `(_DEF, n, parts)`: the object numbered `n`; `(_SEEN, n)`: that object met again;
+# `(_CUT, n)`: an object walked later from the top, whose parts are `n`'s in the table of
+# `(_DEEP, parts, ((n, parts), ...))`.
+_DEF, _SEEN, _CUT, _DEEP = _Tag("def"), _Tag("seen"), _Tag("cut"), _Tag("deep")
+
+
+def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
+    """An object at `MAX_DEPTH`: named by a number here and walked from the top afterwards
+    (`top`), so that a linked list 150 nodes long gets a key (the same unchanged list hits, an
+    equal rebuilt tuple chain shares) without recursing past the limit."""
+    walk = ctx.stack
+    n = walk.cuts.get(slot)
+    if n is None:
+        walk.walked += 1
+        if walk.walked > MAX_OBJECTS:
+            raise TooMany()
+        n = walk.cuts[slot] = walk.walked
+        # Never an array by its contents alone below the cut: `intern`'s canonical copies (read-
+        # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
+        walk.cut.append((obj, n, False))
+    return (_CUT, n)
+
+
+def _forget_since(walk: Walk, defined: int) -> None:
+    # The objects numbered since `defined`, in the order they were completed: all inside the
+    # object whose key failed, so no part of the key names them.
+    while len(walk.done) > defined:
+        walk.done.popitem()
+
+
+def numbered(parts: Any) -> bool:
+    """Whether every number in a key names an object whose key is in it: each `(_SEEN, n)` has
+    its `(_DEF, n, ...)`, each `(_CUT, n)` its row in the `_DEEP` table, and no number is
+    defined twice by different parts. A handler that walked an object and then left it out of
+    its key (an identity fallback) would otherwise leave a number that says nothing, and two
+    different objects could share it. Linear in the key's distinct parts; tuples of scalars are
+    passed over by a scan of their types in C."""
+    defined: dict[int, int] = {}
+    named: list[int] = []
+    if type(parts) is tuple and len(parts) == 3 and parts[0] is _DEEP:
+        for n, row in parts[2]:
+            defined[n] = id(row)
+    met: set[int] = set()
+    stack = [parts]
+    while stack:
+        node = stack.pop()
+        if type(node) is Shared:
+            node = node.parts
+        if id(node) in met:
+            continue
+        met.add(id(node))
+        if isinstance(node, tuple):
+            if len(node) == 2 and (node[0] is _SEEN or node[0] is _CUT):
+                named.append(node[1])
+                continue
+            if len(node) == 3 and node[0] is _DEF:
+                n = node[1]
+                if defined.setdefault(n, id(node)) != id(node):
+                    return False
+        elif type(node) is not frozenset:
+            continue
+        types = set(map(type, node))
+        if not types <= _ATOMS:
+            stack.extend(node)
+    return all(n in defined for n in named)
 
 
 def _never(obj: Any) -> tuple:
@@ -405,12 +548,15 @@ def identity(obj: Any, ctx: Ctx) -> Identity:
 
 
 class MemoEntry:
-    __slots__ = ("ref", "key", "watch")
+    __slots__ = ("ref", "key", "watch", "spliced")
 
-    def __init__(self, ref: weakref.ref, key: Key, watch: Watch):
+    def __init__(self, ref: weakref.ref, key: Key, watch: Watch, spliced: bool):
         self.ref = ref
         self.key = key
         self.watch = watch
+        # Whether its parts may be spliced into another key: not when they number objects
+        # (`_DEF`, `_SEEN`, `_CUT`), whose numbers are those of its own walk.
+        self.spliced = spliced
 
 
 memo: dict[int, MemoEntry] = {}
@@ -423,13 +569,13 @@ def _forget(i: int, ref: weakref.ref, memo: dict[int, MemoEntry] = memo) -> None
         del memo[i]
 
 
-def remember(obj: Any, key: Key, watch: Watch) -> None:
+def remember(obj: Any, key: Key, watch: Watch, spliced: bool = True) -> None:
     i = id(obj)
     try:
         ref = weakref.ref(obj, lambda r, i=i, forget=_forget: forget(i, r))
     except TypeError:
         return
-    memo[i] = MemoEntry(ref, key, watch.weak())
+    memo[i] = MemoEntry(ref, key, watch.weak(), spliced)
 
 
 def recall(obj: Any) -> MemoEntry | None:
