@@ -18,6 +18,8 @@ from jax import lax
 
 import eqxstable as es
 
+from .helpers import enable_x64
+
 
 def _where_nan(x):
     return jnp.where(x > 0, x, jnp.nan)
@@ -173,3 +175,15 @@ def test_an_eager_call_leaves_verify_mode_computing_what_normal_mode_does():
         seen.append(float(run(x)))
         outs[flag] = seen
     assert outs[False] == outs[True] == [1.0, 2.0, 3.0]
+
+
+def test_a_program_per_configuration_is_verified_against_its_own_trace():
+    # One entry, a program for each configuration: a hit under the default configuration after
+    # a call under x64 is compared with the default trace, not the x64 one.
+    wrapper = es.filter_jit(lambda x: x + jnp.arange(3).sum(), verify=True)
+    x = jnp.ones(3, jnp.float32)
+    assert wrapper(x).tolist() == [4.0] * 3
+    with enable_x64():
+        assert wrapper(x).tolist() == [4.0] * 3
+    for _ in range(2):
+        assert wrapper(x).tolist() == [4.0] * 3

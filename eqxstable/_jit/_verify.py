@@ -68,10 +68,21 @@ def _same(expected: tuple, actual: tuple) -> bool:
 
 
 def _avals(donated: list, kept: list, fun_dynamic: list) -> tuple:
-    return tuple(
+    """What JAX keys a jitted function's programs by: the arguments' types and shardings, and
+    its trace context (x64, matmul precision, ...: one entry holds a program for each)."""
+    avals = tuple(
         (jax.typeof(x), getattr(x, "sharding", None)) if hasattr(jax, "typeof") else repr(x)
         for x in (*donated, *kept, *fun_dynamic)
     )
+    return avals, _trace_context()
+
+
+def _trace_context() -> Any:
+    try:
+        from jax._src.config import trace_context
+    except ImportError:  # pragma: no cover - moved: the entry's last trace is compared.
+        return None
+    return trace_context()
 
 
 def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: list) -> None:
