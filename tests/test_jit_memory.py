@@ -271,3 +271,25 @@ def test_a_new_positional_argument_is_a_structure_miss():
     miss = wrapper.misses[1]
     assert (miss.kind, miss.path) == ("structure", "args[1]")
     assert "did not have" in miss.reason
+
+
+def _bytes_held(key) -> int:
+    if isinstance(key, bytes):
+        return len(key)
+    if isinstance(key, tuple):
+        return sum(map(_bytes_held, key))
+    return 0
+
+
+def test_a_programs_fingerprint_holds_a_digest_of_a_large_constant():
+    from eqxstable._jit._fingerprint import param_key, TRACE_ONLY
+    from eqxstable._keys._jaxpr import jaxpr_key
+
+    def key(value):
+        const = np.full((512, 512), value, np.float32)  # 1 MiB, closed over: a constant.
+        return jaxpr_key(jax.make_jaxpr(lambda x: x + const)(1.0), param_key, TRACE_ONLY)
+
+    one, also_one, two = key(1.0), key(1.0), key(2.0)
+    assert one == also_one and one != two
+    # Every compiled program keeps its fingerprint: not a copy of each constant's bytes.
+    assert _bytes_held(one) < 64 * 1024

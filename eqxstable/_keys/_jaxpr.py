@@ -32,6 +32,7 @@ which is always safe.
 """
 
 import enum
+import hashlib
 import struct
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -313,6 +314,14 @@ def _scalar(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     return ("python scalar", t, bits, dtype)
 
 
+# Bytes of a constant held as they are in a key up to this size; a digest beyond it.
+_BYTES_HELD = 4096
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=32).digest()
+
+
 def _value(
     value: Any,
     key_of: Callable[[Any], Hashable],
@@ -339,8 +348,10 @@ def _value(
         if changeable is not None and may_change(value):
             changeable(value, data)
         # The name as well as `dtype.str`, which is `<V2` for bfloat16 and every other 2-byte
-        # extension type.
-        return ("array", key_of(type(value)), *_dtype_names(array.dtype), array.shape, data)
+        # extension type. Large values by a cryptographic digest of their bytes: a key is held
+        # as long as its program, and a copy of every large constant would double its memory.
+        held = data if len(data) <= _BYTES_HELD else ("blake2b", _digest(data))
+        return ("array", key_of(type(value)), *_dtype_names(array.dtype), array.shape, held)
     return key_of(value)
 
 
