@@ -14,6 +14,7 @@ finds or makes another entry. A program is never reused unless every key it was 
 
 import itertools
 import operator
+import struct
 from typing import Any
 
 import equinox as eqx
@@ -425,6 +426,15 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
     JAX reads while tracing but leaves out of its own key (`_config.untraced`), last."""
     keys, watches = [], []
     for x in statics:
+        t = type(x)
+        if t in _EXACT:
+            # Immutable, and `==` is exact within the type: the value is the key, nothing to
+            # watch (a call with thousands of fresh Python scalars pays no key context each).
+            keys.append((t, x))
+            continue
+        if t is float:
+            keys.append((t, _bits(x)))  # `0.0 == -0.0`, and a NaN is unequal to itself.
+            continue
         k, w = compute(x)
         keys.append(k)
         watches.append(w)
@@ -450,6 +460,11 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
     )
     return key, merge(watches)
 
+
+# Exact types whose `==` between two objects of that very type holds exactly for the same
+# value (`_keys/_scalars.py`); `bool` is its own type, so `1` and `True` differ.
+_EXACT = frozenset({int, str, bytes, bool, type(None)})
+_bits = struct.Struct("<d").pack
 
 # Values whose identity means nothing: Python may or may not make equal ones one object.
 _NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
