@@ -220,3 +220,19 @@ def test_an_equinox_miss_says_first_what_made_equinox_miss(tmp_path):
     assert "eqxstable's `filter_jit` would compile too" in reason
     assert "-0.001 -> -0.003" in reason and "optax.inject_hyperparams" in reason
     assert "FunctionKey" not in reason
+
+
+@pytest.mark.counts_traces
+def test_a_trace_again_in_another_trace_context_says_so(tmp_path):
+    # `jax.grad` of `model` traces `smooth`'s rule under `model`'s own mesh: `apply` is traced
+    # again for the same arguments. The observing report counts it as eqxstable's miss too and
+    # names the context, apart from the first call (misses of kind `first` are grouped by reason).
+    source = (ROOT / "tests" / "doctor_scripts" / "rule_in_another_context.py").read_text()
+    _, report = _doctor(tmp_path, source, "--json")
+    apply = _rows(report)["apply"]
+    assert apply["misses"] == 4 and apply["with_eqxstable"] == 3
+    first = [g for g in apply["miss_groups"] if g["kind"] == "first"]
+    assert [g["count"] for g in first] == [1, 1]
+    assert "first call of `apply`" in first[0]["reason"]
+    assert "under another JAX trace context" in first[1]["reason"]
+    assert not first[1]["avoidable"]

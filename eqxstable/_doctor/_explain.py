@@ -16,6 +16,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._jit import argument_path, diff, Miss, short_repr, Signature
+from ._predict import is_in_another_context
 
 
 _HISTORY = 64
@@ -173,6 +174,9 @@ def _made_too(
     if miss.kind == "first" and predicted is not None and predicted.kind != "first":
         # Nothing differs in the arguments: what differs is what eqxstable also watches (a
         # global the function reads, a static changed in place).
+        miss = predicted
+    elif miss.kind == "first" and predicted is not None and is_in_another_context(predicted):
+        # Nothing differs in the arguments either: JAX traced again in another trace context.
         miss = predicted
     reason = miss.reason
     found = _equinox_differences(history.statics[-1], statics) if history.statics else []

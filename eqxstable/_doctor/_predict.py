@@ -42,6 +42,7 @@ from .._jit import (
     signature,
     split_fun,
     static_key,
+    trace_context,
 )
 from .._keys import compute, Key, Watch
 
@@ -56,6 +57,32 @@ _DONATED = {
     (False, False): "none",
     (True, False): "none",
 }
+
+
+def _context() -> Hashable:
+    """JAX's trace context now (the configuration, mesh and axis environment JAX keys its own
+    caches by, `trace_context`), or `None` where this JAX does not give it."""
+    try:
+        return trace_context()
+    except Exception:  # pragma: no cover - a JAX without it: calls are told apart by types.
+        return None
+
+
+def in_another_context(name: str) -> str:
+    """The reason of a miss that JAX traced again only because its trace context changed."""
+    return (
+        f"`{name}` was traced again for argument types it was traced for before, under another "
+        "JAX trace context (JAX keys its caches by the mesh, axis environment and configuration "
+        "around a call, and sets an enclosing jitted function's own mesh while it transforms "
+        "that function, as `jax.grad` does when it traces a `custom_jvp` rule that calls "
+        f"`{name}`): JAX traces it again under eqxstable's `filter_jit` as under "
+        "`equinox.filter_jit`."
+    )
+
+
+def is_in_another_context(miss: Miss) -> bool:
+    """Whether `miss` is a trace again only for another trace context (`in_another_context`)."""
+    return miss.kind == "first" and "under another JAX trace context" in miss.reason
 
 
 def donated(options: tuple) -> str:
@@ -79,9 +106,9 @@ class ShadowToken:
 class ShadowProgram:
     """One program of eqxstable's `filter_jit`, without the compiling: its cache of entries, the
     array types each entry was compiled for (`seen`, placement included) and traced for
-    (`traced`: shape, dtype and weak type, JAX's trace cache), the entries whose latest miss
-    was a trace under a transformation (as `Program.traced_abstract`), the signature of each
-    miss, and each entry's token."""
+    (`traced`: shape, dtype and weak type, JAX's trace cache), each with JAX's trace context,
+    the entries whose latest miss was a trace under a transformation (as
+    `Program.traced_abstract`), the signature of each miss, and each entry's token."""
 
     __slots__ = ("key", "cache", "bind", "seen", "traced", "traced_abstract", "history", "tokens")
 
@@ -89,7 +116,7 @@ class ShadowProgram:
         self.key = key
         self.cache = Cache(which)
         self.bind = Binder(fun)
-        self.seen: dict[Entry, set[tuple[ArrayLeaf, ...]]] = {}
+        self.seen: dict[Entry, set[tuple]] = {}
         self.traced: dict[Entry, set[tuple]] = {}
         self.traced_abstract: set[Entry] = set()
         self.history: list[Signature] = []
@@ -152,6 +179,8 @@ class Decision(NamedTuple):
     args: tuple
     kwargs: dict
     leaves: list
+    # JAX's trace context around the call: JAX traces and compiles once per context too.
+    context: Hashable
 
 
 class Predictor:
@@ -201,7 +230,7 @@ class Predictor:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = jtu.tree_flatten((args, kwargs))
         entry = program.cache.lookup(leaves, treedef)
-        return Decision(wrapper, program, entry, rebound, args, kwargs, leaves)
+        return Decision(wrapper, program, entry, rebound, args, kwargs, leaves, _context())
 
     def settle(self, decision: Decision, traced: bool) -> bool:
         """Notes that the call ran (`traced`: whether Equinox traced or compiled for it).
@@ -256,13 +285,14 @@ class Predictor:
         The predicted [`eqxstable.Miss`][], with the reason `--stabilize` would give, and
         `compiled=False` where it would run a program already compiled for an equal trace.
         """
-        wrapper, program, entry, rebound, args, kwargs, leaves = decision
+        wrapper, program, entry, rebound, args, kwargs, leaves, context = decision
         dynamic = [*itertools.compress(leaves, entry.dyn_sel), *fun_arrays]
         avals = tuple(map(_array_leaf, dynamic))
         abstract = any(isinstance(x, Tracer) for x in dynamic)
         # A guest under a transformation detaches and traces; otherwise JAX's caches decide.
-        detached = abstract and _detaches(program, entry, avals)
-        if not detached and not _counts(program, entry, avals, abstract):
+        detached = abstract and _detaches(program, entry, context, avals)
+        elsewhere = not detached and _in_other_context(program, entry, context, avals)
+        if not detached and not _counts(program, entry, context, avals, abstract):
             return None
         if sig is None:
             sig = signature(args, kwargs)
@@ -273,6 +303,10 @@ class Predictor:
         miss = explain_stable_miss(
             fun_names(wrapper.fun)[0], rebound, entry.mutated, sig, program.history
         )
+        if elsewhere and miss.kind == "first" and program.history:
+            # Equal arguments, traced before: what changed is the context JAX keys by (the
+            # jit layer's words blame JAX's cache, which it cannot tell apart).
+            miss = Miss("first", "", in_another_context(fun_names(wrapper.fun)[0]))
         program.history.append(sig)
         entry.mutated = None
         if not self._compiles(program, entry, fingerprint):
@@ -309,7 +343,9 @@ class Predictor:
         return True
 
 
-def _detaches(program: ShadowProgram, entry: Entry, avals: tuple[ArrayLeaf, ...]) -> bool:
+def _detaches(
+    program: ShadowProgram, entry: Entry, context: Hashable, avals: tuple[ArrayLeaf, ...]
+) -> bool:
     """Whether a call under a transformation is a miss because its entry is a guest: it ran a
     program compiled for another entry's equal trace, and a guest called under a transformation
     detaches and traces under a token of its own (`eqxstable._jit._reuse.Guest`), even for types
@@ -318,22 +354,41 @@ def _detaches(program: ShadowProgram, entry: Entry, avals: tuple[ArrayLeaf, ...]
     token = program.tokens.get(entry)
     if token is None or token.target is None:
         return False
-    program.traced[entry] = {tuple(leaf[:3] for leaf in avals)}
+    program.traced[entry] = {(context, tuple(leaf[:3] for leaf in avals))}
     program.seen[entry] = set()
     program.traced_abstract.add(entry)
     return True
 
 
+def _in_other_context(
+    program: ShadowProgram, entry: Entry, context: Hashable, avals: tuple[ArrayLeaf, ...]
+) -> bool:
+    """Whether JAX traced this entry for these array types before, in another trace context."""
+    types = tuple(leaf[:3] for leaf in avals)
+    return any(c != context and t == types for c, t in program.traced.get(entry, ()))
+
+
 def _counts(
-    program: ShadowProgram, entry: Entry, avals: tuple[ArrayLeaf, ...], abstract: bool
+    program: ShadowProgram,
+    entry: Entry,
+    context: Hashable,
+    avals: tuple[ArrayLeaf, ...],
+    abstract: bool,
 ) -> bool:
     """Whether a call with these array types is a miss of the stable program, as JAX's caches
     and `Program` count it (and notes what JAX now holds). Under a transformation (`abstract`:
     a tracer among them) JAX traces the function once per types and compiles only programs of
     its own (a JVP, a batched jaxpr), which are not misses. At top level it compiles once per
     types and placement, tracing only types it has not traced yet; the first compile of what
-    a transformed call traced (and counted) is not a miss either (`Program.untraced_miss`)."""
-    types = tuple(leaf[:3] for leaf in avals)
+    a transformed call traced (and counted) is not a miss either (`Program.untraced_miss`).
+
+    JAX keys both caches by its trace context too (`context`): equal types under another mesh,
+    axis environment or configuration trace again. JAX sets an enclosing jitted function's own
+    mesh while it transforms that function's jaxpr, so a `custom_jvp` rule that `jax.grad` of
+    an outer `filter_jit` traces calls this function again in another context than the outer
+    trace did (optimistix's implicit solves, lineax's `linear_solve` in them)."""
+    types = (context, tuple(leaf[:3] for leaf in avals))
+    placed = (context, avals)
     traced = program.traced.setdefault(entry, set())
     if abstract:
         if types in traced:
@@ -342,9 +397,9 @@ def _counts(
         program.traced_abstract.add(entry)
         return True
     seen = program.seen.setdefault(entry, set())
-    if avals in seen:
+    if placed in seen:
         return False
-    seen.add(avals)
+    seen.add(placed)
     if types in traced and entry in program.traced_abstract:
         program.traced_abstract.discard(entry)
         return False

@@ -16,12 +16,15 @@ _HEADER = ("function", "jit", "calls", "hits", "misses", "compile s", "with eqxs
 
 
 def _groups(misses: list[Any]) -> list[dict[str, Any]]:
-    """Misses grouped by (kind, path), in order of first appearance, with the first reason."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    """Misses grouped by (kind, path), in order of first appearance, with the first reason.
+    Misses of kind `first` are grouped by reason too: a first call and a trace again for the
+    same arguments (another trace context, a cache JAX dropped) are told apart."""
+    groups: dict[tuple[str, str, str | None], dict[str, Any]] = {}
     for miss in misses:
-        group = groups.get((miss.kind, miss.path))
+        key = (miss.kind, miss.path, miss.reason if miss.kind == "first" else None)
+        group = groups.get(key)
         if group is None:
-            groups[(miss.kind, miss.path)] = group = {
+            groups[key] = group = {
                 "kind": miss.kind,
                 "path": miss.path,
                 "count": 0,

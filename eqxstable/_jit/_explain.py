@@ -388,7 +388,8 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
             "first",
             "",
             f"`{name}` was compiled again for arguments it has seen before (JAX's own cache no "
-            "longer held the program).",
+            "longer held the program, or JAX traced it in another trace context: a mesh, axis "
+            "environment or configuration set around the call).",
         )
     first = found[0]
     reason = first.reason
