@@ -17,7 +17,7 @@ import functools as ft
 from collections.abc import Callable
 from typing import Any
 
-from ._canonical import ReadOnlyDict, ReadOnlyList
+from ._readonly import ReadOnlyDict, ReadOnlyList
 
 
 # Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_static.py`

@@ -37,14 +37,11 @@ from ._canonical import (
     CanonicalList,
     CanonicalSet,
     key_of,
-    OrderedFrozenSet,
-    ReadOnlyDict,
-    ReadOnlyList,
-    ReadOnlySet,
-    VIEW_BASES,
 )
 from ._delegate import Delegate, DELEGATED, delegated, leaf_key, own_eq_class
 from ._plain import MAX_DEPTH, reader
+from ._readonly import OrderedFrozenSet, ReadOnlyDict, ReadOnlyList, ReadOnlySet
+from ._views import VIEW_BASES
 
 
 class _Anchor:
