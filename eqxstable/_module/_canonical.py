@@ -13,7 +13,7 @@ read-only, one per equivalence class.
 
 A plain module has no `Static` layer (`_static.py`): the value it stores is what JAX compares, so
 the `Canonical*` forms are hashable, and there is one of each per equivalence class
-(`_static.freeze`), compared by identity among themselves: `[1]`, `[1.0]` and `[True]` are
+(`_freezer.freeze`), compared by identity among themselves: `[1]`, `[1.0]` and `[True]` are
 three forms, never `==`, so they never share a compiled program. Against anything else (a plain
 `list`) `==` is the original's. Otherwise they behave as the read-back forms (`_readonly.py`)
 that they subclass.
@@ -38,14 +38,14 @@ from ._readonly import (
 
 def _restore_canonical(kind: type, value: Any) -> Any:
     from .._registry import intern
-    from ._static import freeze
+    from ._freezer import freeze
 
     return freeze(ordered(kind, value), lambda x, _: intern(x))
 
 
 class Canonical:
     """The marker of the hashable canonical forms. `_key` is set on the one registered instance
-    of each equivalence class (`_static.py`); an instance made otherwise (`type(x)(...)`, a view
+    of each equivalence class (`_freezer.py`); an instance made otherwise (`type(x)(...)`, a view
     of an array) is not canonical, and behaves as the read-only form."""
 
     __slots__ = ()

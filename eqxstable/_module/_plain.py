@@ -20,7 +20,7 @@ from typing import Any
 from ._readonly import ReadOnlyDict, ReadOnlyList
 
 
-# Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_static.py`
+# Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_freezer.py`
 # uses this very limit), so no read-only form lies deeper, and reads stop there too.
 MAX_DEPTH = 64
 

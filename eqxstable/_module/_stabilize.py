@@ -24,7 +24,8 @@ from .._caches import cache_clears
 from .._errors import StabilityWarning, warn
 from .._keys import warns_hash_without_eq
 from .._registry import intern
-from ._static import freeze, freeze_static, Static
+from ._freezer import freeze
+from ._static import freeze_static, Static
 
 
 _T = TypeVar("_T")
