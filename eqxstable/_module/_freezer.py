@@ -297,7 +297,7 @@ def freeze(obj: Any, leaf: Leaf | None = None, path: Any = None) -> Any:
     - `leaf`: called as `leaf(x, path)` on every other value; by default the value is kept.
     - `path`: where `obj` is, passed on to `leaf` as `(path, index)`, `(path, (key,))` or
         `(path, "{...}")` for an element of a list, dict or set, so that `leaf` can name the
-        place of a bad value (see `field_path` in `_stabilize.py`).
+        place of a bad value (see `field_path` in `_paths.py`).
 
     **Returns:**
 
