@@ -1,6 +1,7 @@
 """[`eqxstable.filter_jit`][]: a drop-in for `equinox.filter_jit` whose static arguments are
 compared by `stable_key`, type-exactly, and that accounts for and explains every recompilation.
-This file checks the options; `_wrapper.py` is the callable it returns."""
+This file checks the options; `_wrapper.py` is the callable it returns, which `_make_wrapper.py`
+makes."""
 
 import functools as ft
 from collections.abc import Callable
@@ -9,7 +10,8 @@ from typing import Any, Literal, overload, TypeVar
 from typing_extensions import ParamSpec
 
 from ._guards import OnRecompile
-from ._wrapper import _JitWrapper, DONATE_MODES, make_wrapper
+from ._make_wrapper import DONATE_MODES, make_wrapper
+from ._wrapper import _JitWrapper
 
 
 _P = ParamSpec("_P")

@@ -1,5 +1,6 @@
 """The callable that [`eqxstable.filter_jit`][] returns: its hit path, `.lower()`, its counters,
-and its life as a pytree (its leaves are the function's arrays, as with `equinox.filter_jit`)."""
+and its life as a pytree (its leaves are the function's arrays, as with `equinox.filter_jit`).
+`_make_wrapper.py` makes it."""
 
 import copy
 import dataclasses
@@ -13,8 +14,7 @@ import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
 from . import _verify
-from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded
-from ._fun import split_fun
+from ._accounting import CacheInfo, Call, current, Miss, settle_loaded
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
@@ -321,6 +321,8 @@ class _JitWrapper(Generic[_P, _T]):
         return _JitWrapper._copy(self._state, self._dynamic)
 
     def __deepcopy__(self, memo: dict) -> "_JitWrapper[_P, _T]":
+        from ._make_wrapper import make_wrapper  # Here: `_make_wrapper` imports this module.
+
         # A new wrapper of a copy of the function, with counters of its own; the compiled
         # programs are found again by key, so the copy does not recompile.
         return make_wrapper(copy.deepcopy(self.__wrapped__, memo), *_options_of(self))
@@ -337,64 +339,14 @@ def _options_of(wrapper: _JitWrapper) -> tuple:
 def _unpickle(
     fun: Any, donate: str, max_traces: Any, on_recompile: str, jitkwargs: dict, verify: Any
 ) -> Any:
+    # Named by pickles of a wrapper, so it stays in this module.
+    from ._make_wrapper import make_wrapper  # Here: `_make_wrapper` imports this module.
+
     return make_wrapper(fun, donate, max_traces, on_recompile, jitkwargs, verify)
 
 
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
-
-
-# The user's donation mode (`donate=`) -> (`donated_args`: whose leaves a program donates, "all",
-# "all-except-first" or "none"; whether "donated buffers were not usable" is hidden).
-DONATE_MODES: dict[str, tuple[str, bool]] = {
-    "all": ("all", True),
-    "all-except-first": ("all-except-first", True),
-    "warn": ("all", False),
-    "warn-except-first": ("all-except-first", False),
-    "none": ("none", False),
-}
-
-
-def make_wrapper(
-    fun: Any,
-    donate: str,
-    max_traces: int | None,
-    on_recompile: str,
-    jitkwargs: dict[str, Any],
-    verify: bool | None = None,
-) -> _JitWrapper:
-    """The wrapper of `fun` with these (already checked) options."""
-    parts = split_fun(fun)
-    donated_args, filter_warning = DONATE_MODES[donate]
-    state = _State(fun, parts, donated_args, filter_warning, jitkwargs)
-    # Decided once: reading the environment on every call would cost the hit path.
-    state.verifying = _verify.enabled(verify)
-    program = state.program
-    options = tuple(sorted(jitkwargs.items()))
-    aux = _Aux(parts.treedef, parts.template, donate, max_traces, on_recompile, options, verify)
-    object.__setattr__(aux, "state", state)
-    state.aux = aux
-    # As `functools.update_wrapper`, but like `equinox.module_update_wrapper` without the
-    # `__dict__` of a module, which holds its fields.
-    names: dict[str, Any] = {}
-    for name in ft.WRAPPER_ASSIGNMENTS:
-        try:
-            names[name] = getattr(fun, name)
-        except AttributeError:
-            pass
-    if not isinstance(fun, eqx.Module):
-        for name, value in getattr(fun, "__dict__", {}).items():
-            names.setdefault(name, value)
-    for name in ("_aux", "_dynamic", "__wrapped__"):
-        names.pop(name, None)
-    # A callable object (a module) has no names of its own: use those of its class.
-    if "__name__" not in names:
-        names["__name__"] = program.name
-        names["__qualname__"] = program.qualname
-    state.names = names
-    wrapper = _JitWrapper(fun, state)
-    live_wrappers.add(wrapper)
-    return wrapper
 
 
 def _flatten_wrapper(wrapper: _JitWrapper) -> tuple[tuple, _Aux]:
