@@ -1,7 +1,6 @@
 """[`eqxstable.filter_jit`][]: a drop-in for `equinox.filter_jit` whose static arguments are
 compared by `stable_key`, type-exactly, and that accounts for and explains every recompilation.
-This file checks the options; `_wrapper.py` is the callable it returns, which `_make_wrapper.py`
-makes."""
+This file checks the options; `_wrapper.py` is the callable it returns."""
 
 import functools as ft
 from collections.abc import Callable
@@ -10,8 +9,8 @@ from typing import Any, Literal, overload, TypeVar
 from typing_extensions import ParamSpec
 
 from ._guards import OnRecompile
-from ._make_wrapper import DONATE_MODES, make_wrapper
-from ._wrapper import _JitWrapper
+from ._state import DONATE_MODES
+from ._wrapper import _JitWrapper, make_wrapper
 
 
 _P = ParamSpec("_P")

@@ -1,6 +1,5 @@
 """The callable that [`eqxstable.filter_jit`][] returns: its hit path, `.lower()`, its counters,
-and its life as a pytree (its leaves are the function's arrays, as with `equinox.filter_jit`).
-`_make_wrapper.py` makes it."""
+and its life as a pytree (its leaves are the function's arrays, as with `equinox.filter_jit`)."""
 
 import copy
 import dataclasses
@@ -14,7 +13,7 @@ import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
 from . import _verify
-from ._accounting import CacheInfo, Call, current, Miss, settle_loaded
+from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle_loaded
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
@@ -28,7 +27,7 @@ from ._reuse import (
     traced_program,
 )
 from ._runtime_error import equinox_error
-from ._state import _Aux, _State
+from ._state import _Aux, _State, new_state
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -321,8 +320,6 @@ class _JitWrapper(Generic[_P, _T]):
         return _JitWrapper._copy(self._state, self._dynamic)
 
     def __deepcopy__(self, memo: dict) -> "_JitWrapper[_P, _T]":
-        from ._make_wrapper import make_wrapper  # Here: `_make_wrapper` imports this module.
-
         # A new wrapper of a copy of the function, with counters of its own; the compiled
         # programs are found again by key, so the copy does not recompile.
         return make_wrapper(copy.deepcopy(self.__wrapped__, memo), *_options_of(self))
@@ -339,14 +336,25 @@ def _options_of(wrapper: _JitWrapper) -> tuple:
 def _unpickle(
     fun: Any, donate: str, max_traces: Any, on_recompile: str, jitkwargs: dict, verify: Any
 ) -> Any:
-    # Named by pickles of a wrapper, so it stays in this module.
-    from ._make_wrapper import make_wrapper  # Here: `_make_wrapper` imports this module.
-
     return make_wrapper(fun, donate, max_traces, on_recompile, jitkwargs, verify)
 
 
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
+
+
+def make_wrapper(
+    fun: Any,
+    donate: str,
+    max_traces: int | None,
+    on_recompile: str,
+    jitkwargs: dict[str, Any],
+    verify: bool | None = None,
+) -> _JitWrapper:
+    """The wrapper of `fun` with these (already checked) options."""
+    wrapper = _JitWrapper(fun, new_state(fun, donate, max_traces, on_recompile, jitkwargs, verify))
+    live_wrappers.add(wrapper)
+    return wrapper
 
 
 def _flatten_wrapper(wrapper: _JitWrapper) -> tuple[tuple, _Aux]:
