@@ -43,6 +43,8 @@ MODULES = (
     "eqxstable/_keys/__init__.py",
     "eqxstable/_registry.py",
     "eqxstable/_jit/_cache.py",
+    "eqxstable/_jit/_entry.py",
+    "eqxstable/_jit/_node_data.py",
     "eqxstable/_jit/_program.py",
     "eqxstable/_jit/_sharing.py",
 )

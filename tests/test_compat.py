@@ -24,7 +24,7 @@ from eqxstable._compat import (
     LEGACY_MODULE_AUX,
     STORE_FRAMES,
 )
-from eqxstable._jit._cache import node_data
+from eqxstable._jit._node_data import node_data
 from eqxstable._module._static import Static
 
 from .helpers import count_traces, enable_x64

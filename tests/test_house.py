@@ -138,7 +138,8 @@ OLD_PICKLE = (
 
 
 def test_pickles_made_before_the_move_load():
-    from eqxstable._module._static import freeze, freeze_static
+    from eqxstable._module._freezer import freeze
+    from eqxstable._module._static import freeze_static
 
     static, plain = pickle.loads(OLD_PICKLE)
     # The canonical objects themselves, as a pickle made now gives them back.

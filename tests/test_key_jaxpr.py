@@ -14,6 +14,8 @@ import pytest
 import eqxstable as es
 from eqxstable._keys._jaxpr import jaxpr_key
 
+from .helpers import counting_filter_jit
+
 
 def _key(obj):
     # Both routes: `jaxpr_key` itself, and `es.stable_key`, which reaches it through the rules
@@ -165,18 +167,12 @@ def test_a_jaxpr_static_under_plain_equinox_after_stabilize():
     # keeps each converted jaxpr, so plain `eqx.filter_jit` traces once per rebuild here, a
     # missed sharing, never a wrong answer (`test_key_jaxpr_substitution.py`). A jaxpr with no
     # such literal is shared (there, too).
-    traces = 0
-
-    @eqx.filter_jit
-    def run(op, v):
-        nonlocal traces
-        traces += 1
-        return op(v)
+    run, traces = counting_filter_jit(lambda op, v: op(v))
 
     v = jnp.array([1.0, 2.0])
     for c in (1.0, 1.0, 3.0):
         np.testing.assert_allclose(run(es.stabilize(_matvec(_m(), c)), v), _m() @ v + c)
-    assert traces == 3
+    assert traces() == 3
 
 
 def _copy_of(aval):

@@ -351,11 +351,11 @@ def test_the_canonical_tables_callback_may_run_while_its_lock_is_held():
     # section of `_canonical_array`, on the same thread: with a plain lock that hung the suite.
     import threading
 
-    from eqxstable import _static
+    from eqxstable._module import _arrays
 
     def collect_inside_the_lock():
-        with _static._lock:
-            _static._drop_array(("no such key",))
+        with _arrays._lock:
+            _arrays._drop_array(("no such key",))
 
     worker = threading.Thread(target=collect_inside_the_lock, daemon=True)
     worker.start()

@@ -24,6 +24,8 @@ import pytest
 import eqxstable as es
 from eqxstable._keys import _context
 
+from .helpers import counting_filter_jit
+
 
 class Box(es.StableModule):
     v: Any = eqx.field(static=True)
@@ -125,13 +127,7 @@ _PARAMS = pytest.mark.parametrize(
 @pytest.mark.counts_traces
 @_PARAMS
 def test_a_module_rebuilt_over_a_changed_object_is_retraced(make, change, read):
-    traces = 0
-
-    @eqx.filter_jit
-    def f(box, x):
-        nonlocal traces
-        traces += 1
-        return x * read(box.v)
+    f, traces = counting_filter_jit(lambda box, x: x * read(box.v))
 
     x = jnp.ones(2)
     obj = make()
@@ -143,7 +139,7 @@ def test_a_module_rebuilt_over_a_changed_object_is_retraced(make, change, read):
     box = Box(obj)
     assert read(box.v) == after  # Without jit: the new module reads the new contents.
     assert float(f(box, x)[0]) == after
-    assert traces == 2
+    assert traces() == 2
 
 
 @pytest.mark.counts_traces
@@ -151,13 +147,7 @@ def test_a_module_rebuilt_over_a_changed_object_is_retraced(make, change, read):
 def test_a_stabilized_module_rebuilt_over_a_changed_object_is_retraced(make, change, read):
     # A plain module's static list, made a hashable canonical form by `es.stabilize`: the form
     # holding the changed object is another form.
-    traces = 0
-
-    @eqx.filter_jit
-    def f(box, x):
-        nonlocal traces
-        traces += 1
-        return x * read(box.v[0])
+    f, traces = counting_filter_jit(lambda box, x: x * read(box.v[0]))
 
     x = jnp.ones(2)
     obj = make()
@@ -168,7 +158,7 @@ def test_a_stabilized_module_rebuilt_over_a_changed_object_is_retraced(make, cha
     box = es.stabilize(PlainBox([obj]))
     assert read(box.v[0]) == after
     assert float(f(box, x)[0]) == after
-    assert traces == 2
+    assert traces() == 2
 
 
 # NumPy values are copied when a static field takes them (CONTRACT section 1: "NumPy values
@@ -237,13 +227,7 @@ _NUMPY_PARAMS = pytest.mark.parametrize(
 @pytest.mark.counts_traces
 @_NUMPY_PARAMS
 def test_a_numpy_value_is_copied_by_a_stable_module(make, change, read):
-    traces = 0
-
-    @eqx.filter_jit
-    def f(box, x):
-        nonlocal traces
-        traces += 1
-        return x * read(box.v)
+    f, traces = counting_filter_jit(lambda box, x: x * read(box.v))
 
     x = jnp.ones(2)
     for step in range(3):
@@ -256,7 +240,7 @@ def test_a_numpy_value_is_copied_by_a_stable_module(make, change, read):
         assert float(f(box, x)[0]) == before
         # A module over a fresh equal value (maybe the canonical form of the first) is right.
         assert read(Box(make()).v) == before
-    assert traces == 1
+    assert traces() == 1
 
 
 def _stabilized(v: Any) -> Any:
@@ -270,13 +254,7 @@ def _stabilized(v: Any) -> Any:
 @pytest.mark.counts_traces
 @_NUMPY_PARAMS
 def test_a_numpy_value_is_copied_by_stabilize(make, change, read):
-    traces = 0
-
-    @eqx.filter_jit
-    def f(box, x):
-        nonlocal traces
-        traces += 1
-        return x * read(box.v[0])
+    f, traces = counting_filter_jit(lambda box, x: x * read(box.v[0]))
 
     x = jnp.ones(2)
     for step in range(3):
@@ -287,7 +265,7 @@ def test_a_numpy_value_is_copied_by_stabilize(make, change, read):
         assert read(box.v[0]) == before
         assert float(f(box, x)[0]) == before
         assert read(_stabilized(make()).v[0]) == before
-    assert traces == 1
+    assert traces() == 1
 
 
 class _Big:
@@ -303,17 +281,11 @@ def test_an_object_too_big_to_key_keeps_one_canonical_form(monkeypatch):
     monkeypatch.setattr(_context, "MAX_OBJECTS", 200)  # As 50,000, only faster.
     # Its key equals nothing, not even its own next one: it is left to its identity (as in
     # Equinox), so rebuilding a module over the same object shares one program.
-    traces = 0
-
-    @eqx.filter_jit
-    def f(box, x):
-        nonlocal traces
-        traces += 1
-        return x * box.v.n
+    f, traces = counting_filter_jit(lambda box, x: x * box.v.n)
 
     big = _Big()
     boxes = [Box(big) for _ in range(2)]
     assert boxes[0].__dict__["v"] is boxes[1].__dict__["v"]
     for box in boxes:
         assert float(f(box, jnp.ones(2))[0]) == 2.0
-    assert traces == 1
+    assert traces() == 1

@@ -18,6 +18,8 @@ import pytest
 
 import eqxstable as es
 
+from .helpers import counting_filter_jit
+
 
 def make(scale: float) -> Any:
     # No keyword-only defaults: a function owning a `__kwdefaults__` dict is never substituted
@@ -87,21 +89,15 @@ class Box(es.StableModule):
 @pytest.mark.parametrize("slot", list(REBINDS))
 def test_a_module_over_a_fresh_function_never_gets_a_rebound_canonical(slot):
     rebind, _ = REBINDS[slot]
-    traces = 0
-
-    @eqx.filter_jit
-    def run(box, x):
-        nonlocal traces
-        traces += 1
-        return box.fn(x)
+    run, traces = counting_filter_jit(lambda box, x: box.fn(x))
 
     x = jnp.ones(2)
     first = Box(make(3.0))
     assert float(run(first, x)[0]) == 3.0
-    assert float(run(Box(make(3.0)), x)[0]) == 3.0 and traces == 1  # Shared, as intended.
+    assert float(run(Box(make(3.0)), x)[0]) == 3.0 and traces() == 1  # Shared, as intended.
     rebind(first.fn)  # The canonical function changes under the first module.
     fresh = Box(make(3.0))
     assert fresh.fn is not first.fn
     assert fresh.fn(1.0) == 3.0
     assert float(run(fresh, x)[0]) == 3.0
-    assert traces == 2
+    assert traces() == 2

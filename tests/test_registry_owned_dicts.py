@@ -24,6 +24,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import counting_filter_jit
+
 
 def scale(x, k):
     return x * k
@@ -102,19 +104,13 @@ def test_plain_filter_jit_shares_rebuilt_static_values_and_follows_an_update(nam
     class Box(es.StableModule):
         fn: Any = eqx.field(static=True)
 
-    traces = 0
-
-    @eqx.filter_jit
-    def run(box, x):
-        nonlocal traces
-        traces += 1
-        return box.fn(x)
+    run, traces = counting_filter_jit(lambda box, x: box.fn(x))
 
     x = jnp.arange(3.0)
     first = Box(make())
     for _ in range(4):  # Rebuilt: one program, compared by key.
         np.testing.assert_allclose(run(Box(make()), x), 2.0 * x)
-    assert traces == 1
+    assert traces() == 1
     assert Box(make()) == Box(make())
     if name == "eqx.Partial":
         # A module in a static field is walked: its keywords dict is frozen there, read-only.
@@ -123,9 +119,9 @@ def test_plain_filter_jit_shares_rebuilt_static_values_and_follows_an_update(nam
         return
     _update(first.fn, 5.0)  # The first module's own object changes: never its old program.
     np.testing.assert_allclose(run(first, x), 5.0 * x)
-    assert traces == 2
+    assert traces() == 2
     np.testing.assert_allclose(run(Box(make()), x), 2.0 * x)
-    assert traces == 2
+    assert traces() == 2
 
 
 @pytest.mark.counts_traces
@@ -191,16 +187,10 @@ def test_static_partials_share_exactly_when_their_keywords_are_equal(a, b):
     class Box(es.StableModule):
         fn: Any = eqx.field(static=True)
 
-    traces = 0
-
-    @eqx.filter_jit
-    def run(box, x):
-        nonlocal traces
-        traces += 1
-        return box.fn(x)
+    run, traces = counting_filter_jit(lambda box, x: box.fn(x))
 
     x = jnp.float32(1.0)
     assert float(run(Box(ft.partial(scale, k=a)), x)) == np.float32(a)
     assert float(run(Box(ft.partial(scale, k=b)), x)) == np.float32(b)
     # Keys are type-exact and compare a float by its bits (`0.0` and `-0.0` are two programs).
-    assert traces == (1 if struct.pack("<d", a) == struct.pack("<d", b) else 2)
+    assert traces() == (1 if struct.pack("<d", a) == struct.pack("<d", b) else 2)

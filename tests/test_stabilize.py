@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 
 import eqxstable as es
-from eqxstable._module._static import freeze
+from eqxstable._module._freezer import freeze
 
 from .helpers import compile_log, counting_filter_jit
 

@@ -14,6 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import counting_filter_jit
+
 
 class Cfg:
     def __init__(self, v, log=None):
@@ -36,15 +38,9 @@ def _count(base: type) -> tuple[Any, Any, Any]:
         cfg: Any = eqx.field(static=True)
         w: Any
 
-    traces = 0
+    step, traces = counting_filter_jit(lambda m, x: m.w * x * m.cfg.v)
 
-    @eqx.filter_jit
-    def step(m, x):
-        nonlocal traces
-        traces += 1
-        return m.w * x * m.cfg.v
-
-    return Model, step, lambda: traces
+    return Model, step, lambda: traces()
 
 
 @pytest.mark.counts_traces

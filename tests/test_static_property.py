@@ -14,7 +14,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 import eqxstable as es
-from eqxstable._module._static import freeze_static, ReadOnlyDict, ReadOnlyList, ReadOnlySet, Static
+from eqxstable._module._readonly import ReadOnlyDict, ReadOnlyList, ReadOnlySet
+from eqxstable._module._static import freeze_static, Static
 
 
 def reference(value: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 
 from ._jax_jit import JaxRecord
-from ._observe import Record
+from ._record import Record
 
 
 _WIDTH = 100

@@ -21,8 +21,9 @@ from ._accounting import (
 )
 from ._advice import rebound_advice as rebound_advice
 from ._bind import Binder as Binder
-from ._cache import Cache as Cache, Entry as Entry, leaves_of_first_arg as leaves_of_first_arg
+from ._cache import Cache as Cache
 from ._describe import describe_change as describe_change
+from ._entry import Entry as Entry, leaves_of_first_arg as leaves_of_first_arg
 from ._explain import diff as diff, explain_stable_miss as explain_stable_miss
 from ._filter_jit import filter_jit as filter_jit
 from ._fingerprint import (

@@ -1,9 +1,6 @@
-"""The cache entries of one jitted program, and the per-call lookup (the hit path).
+"""The cache entries of one jitted program (`Cache`), and the per-call lookup (the hit path).
 
-An `Entry` stands for one set of static parts of a call: the pytree structure (with its node data
-compared type-exactly), which leaves are arrays, and the static leaves compared by `stable_key`.
-It is passed to `jax.jit` as the one static argument, so it hashes by identity (C-fast) and JAX's
-own C++ cache handles what varies under it (shapes, dtypes, weak types, shardings).
+Each entry (`_entry.py`) stands for one set of static parts of a call.
 
 The hit path costs one flatten, a type tuple, a few identity comparisons, and the entry's
 `Watch`: a flat list of identity checks over everything the statics' keys depend on (closure
@@ -12,226 +9,25 @@ computed again: an equal key is still a hit (a global rebound to an equal value)
 finds or makes another entry. A program is never reused unless every key it was made for holds.
 """
 
-import itertools
 import operator
 import struct
 from typing import Any
 
 import equinox as eqx
-import jax.tree_util as jtu
 
 from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
 from ._config import untraced
+from ._entry import Entry
 from ._lru import LRU, sizes
+from ._node_data import node_data, same_node_data
 from ._pinned import fun_identity, pin_slot, same_fun
 
 
 _is = operator.is_
-_compress = itertools.compress
-_chain = itertools.chain.from_iterable
-# JAX never mutates its arguments, so calls without donated (or kept) leaves can share this.
-_NOTHING: list = []
 # Keep the most recent entries at hand for the identity fast path; older ones are found by key.
 _RECENT = 8
-# Up to this many statics (or one leaf in eight) are deleted from the flattened list in place.
-_FEW_STATICS = 8
-
-
-def node_data(treedef: Any, leaves: list) -> list:
-    """The node data of every node of `treedef` that has some (static fields of Equinox modules,
-    dict keys, ...). `PyTreeDef.__eq__` compares node data with `==`, which lets `1`, `1.0` and
-    `True` collide; the cache compares them by identity, else by `stable_key`."""
-    data: list = []
-    append = data.append
-    treedef.walk(lambda _, d: None if d is None else append(d), type, leaves)
-    if flat_module_aux is not None:  # Equinox < 0.13.3: see `_compat.py`.
-        return list(map(flat_module_aux, data))
-    return data
-
-
-def _same_node_data(new: list, old: tuple) -> bool:
-    # Node data is a fresh tuple (or list) per flatten, but the values in it are the same objects
-    # call after call (an Equinox module's static fields), so identity one level down suffices.
-    if len(new) != len(old):
-        return False
-    for a, b in zip(new, old):
-        if a is not b and not (
-            type(a) in (tuple, list)
-            and type(b) is type(a)
-            and len(a) == len(b)
-            and all(map(_is, a, b))
-        ):
-            return False
-    return True
-
-
-def _needs_data_check(data: list) -> bool:
-    # Strings are only ever `==` to strings, so node data made of lists of strings alone (the
-    # keys of a `kwargs` dict) needs no further check once the treedefs compare equal.
-    return not all(type(d) is list and all(type(k) is str for k in d) for d in data)
-
-
-class Entry:
-    """One cache entry; JAX sees it as the static argument of the jitted body."""
-
-    __slots__ = (
-        "treedef",
-        "types",
-        "static_sel",
-        "static_of",
-        "dyn_sel",
-        "donate_sel",
-        "keep_sel",
-        "statics",
-        "data",
-        "data_items",
-        "check_data",
-        "watch",
-        "watched",
-        "template",
-        "donate_pos",
-        "keep_pos",
-        "key",
-        "mutated",
-        "all_kept",
-        "drop_pos",
-        "jaxprs",
-        "token",
-        "compiled",
-        "fun",
-        "slot",
-        "config",
-        "__weakref__",
-    )
-
-    def __init__(self, key, treedef, leaves, mask, data, watch: Watch, donated_args: str):
-        self.key = key
-        # The configuration JAX reads while tracing but leaves out of its own key
-        # (`_config.py`): a call under other values is another entry, with its own token.
-        self.config = key[-1]
-        # `(leaf index or None, old key, new key)` when this entry was made because a static
-        # changed in place: its first trace is then a miss of kind "mutated".
-        self.mutated: tuple[int | None, Any, Any] | None = None
-        self.treedef = treedef
-        self.static_sel = tuple(not m for m in mask)
-        self.static_of = _getter([i for i, m in enumerate(mask) if not m])
-        self.dyn_sel = mask
-        self.statics: tuple = ()
-        # What `jax.jit` sees as the static argument (`_reuse.Token`): `None` until the first
-        # call, which traces and then compiles, or reuses a program compiled for an equal trace.
-        self.token: Any = None
-        # Verify mode: the jaxpr each program of this entry was compiled from, by argument types.
-        self.jaxprs: dict | None = None
-        # How many programs JAX compiled for this entry (one per miss): its weight in the LRU.
-        self.compiled = 0
-        # Pinned (`_pinned.py`): the function that traced it (`fun_identity`), else `None`.
-        self.fun: tuple | None = None
-        # Its key in `Cache.entries`: `key`, or `pin_slot(...)` once pinned.
-        self.slot: Any = key
-        self.adopt(treedef, leaves, data, watch)
-        # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
-        n_first = leaves_of_first_arg(treedef)
-        if donated_args == "none":
-            donated = [False] * len(leaves)
-        elif donated_args == "all":
-            donated = list(mask)
-        else:
-            donated = [m and i >= n_first for i, m in enumerate(mask)]
-        self.donate_sel = tuple(donated)
-        self.keep_sel = tuple(m and not d for m, d in zip(mask, donated))
-        self.donate_pos = [i for i, d in enumerate(self.donate_sel) if d]
-        self.keep_pos = [i for i, k in enumerate(self.keep_sel) if k]
-        # Every leaf an array and nothing donated: the flattened list is passed on as it is.
-        self.all_kept = all(self.keep_sel)
-        # Nothing donated and only a few statics among many arrays (a model's activation
-        # functions): the hit path deletes the statics from the flattened list, last first, which
-        # costs a few `memmove`s instead of a new list built leaf by leaf.
-        n_static = len(leaves) - sum(mask)
-        few = not self.donate_pos and 0 < n_static <= max(_FEW_STATICS, len(leaves) // 8)
-        self.drop_pos = [i for i, m in reversed(list(enumerate(mask))) if not m] if few else None
-
-    def adopt(self, treedef: Any, leaves: list, data: list, watch: Watch) -> None:
-        """Holds these (equivalent) static objects and this structure (whose node data may hold
-        a rebuilt module's static lambda) from now on: the identity fast path compares against
-        them, and a retrace rebuilds the call from them, never from older ones."""
-        self.treedef = treedef
-        self.types = tuple(map(type, leaves))
-        self.statics = tuple(_compress(leaves, self.static_sel))
-        self.template = [leaf if s else None for s, leaf in zip(self.static_sel, leaves)]
-        self.data = tuple(data)
-        # Node data that is all tuples and lists (Equinox modules, dicts) is compared in one
-        # C-level pass over its items.
-        self.data_items = (
-            tuple(itertools.chain.from_iterable(data))
-            if all(type(d) in (tuple, list) for d in data)
-            else None
-        )
-        self.check_data = _needs_data_check(data)
-        self.watch = watch
-        # Most entries watch nothing (their statics are library functions and constants).
-        self.watched = bool(watch)
-
-    def same_node_data(self, treedef: Any, leaves: list) -> bool:
-        """Whether the node data of `treedef` (which compares equal to this entry's) holds the
-        very same objects as this entry's node data, one level down."""
-        data = node_data(treedef, leaves)
-        items = self.data_items
-        if items is None:
-            return _same_node_data(data, self.data)
-        try:
-            new = tuple(_chain(data))
-        except TypeError:
-            return False
-        return len(new) == len(items) and all(map(_is, new, items))
-
-    def take(self, leaves: list) -> tuple[list, list]:
-        """`split` for the hit path, which owns `leaves` (fresh from a flatten) and may reuse it
-        as the kept list."""
-        drop = self.drop_pos
-        if drop is None:
-            return self.split(leaves)
-        for i in drop:
-            del leaves[i]
-        return _NOTHING, leaves
-
-    def split(self, leaves: list) -> tuple[list, list]:
-        """The (donated, kept) dynamic leaves of a call that matched this entry."""
-        if self.all_kept:
-            return _NOTHING, leaves
-        if not self.donate_pos:
-            return _NOTHING, list(_compress(leaves, self.keep_sel))
-        if not self.keep_pos:
-            return list(_compress(leaves, self.donate_sel)), _NOTHING
-        return list(_compress(leaves, self.donate_sel)), list(_compress(leaves, self.keep_sel))
-
-    def rebuild(self, donated: list, kept: list) -> tuple[tuple, dict]:
-        """`(args, kwargs)` inside the trace: the dynamic leaves put back among the statics."""
-        leaves = list(self.template)
-        for i, x in zip(self.donate_pos, donated):
-            leaves[i] = x
-        for i, x in zip(self.keep_pos, kept):
-            leaves[i] = x
-        return jtu.tree_unflatten(self.treedef, leaves)
-
-
-def _getter(indices: list[int]) -> Any:
-    """`leaves -> tuple of leaves[i] for i in indices`, in C (`operator.itemgetter`), which is
-    much cheaper than `itertools.compress` over every leaf when few leaves are static."""
-    if not indices:
-        return lambda leaves: ()
-    if len(indices) == 1:
-        (i,) = indices
-        return lambda leaves: (leaves[i],)
-    return operator.itemgetter(*indices)
-
-
-def leaves_of_first_arg(treedef: Any) -> int:
-    args_def = treedef.children()[0]
-    if args_def.num_nodes == 1 or not args_def.children():
-        return 0
-    return args_def.children()[0].num_leaves
 
 
 class Cache:
@@ -408,7 +204,7 @@ class Cache:
 def _traced_these(alias: tuple, leaves: list, data: list) -> bool:
     """Whether a call's statics and node data are the very objects an aliased entry traced."""
     entry, statics, traced_data = alias
-    return all(map(_is, entry.static_of(leaves), statics)) and _same_node_data(data, traced_data)
+    return all(map(_is, entry.static_of(leaves), statics)) and same_node_data(data, traced_data)
 
 
 def _entries_bound() -> int:
@@ -511,7 +307,3 @@ def _changed(old: Any, new: Any) -> tuple[int | None, Any, Any]:
     if old_nodes == new_nodes:
         return None, old_classes, new_classes
     return None, old_nodes, new_nodes
-
-
-# For the aliases of `_program.py`: the same comparison of node data, one level down.
-same_node_data = _same_node_data

@@ -10,22 +10,22 @@ This runs only on a miss, so it favours clear output over speed. It is the inter
 """
 
 import operator
-import types
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import jax
-
-from .._compat import code_qualname
-from .._keys import FunctionKey, Identity, key_uses_identity, MutableKey, too_many_objects
-from .._keys._context import MAX_OBJECTS
-from ._accounting import Miss, MissKind
-from ._advice import another_function, function_change
+from .._keys import too_many_objects
+from ._accounting import Miss
 from ._describe import describe_change
-from ._signature import ArrayLeaf, Node, Signature, StaticLeaf
+from ._difference import (
+    Difference,
+    leaf_difference,
+    node_differences,
+    SAME_STRUCTURE,
+    too_many_reason,
+)
+from ._signature import ArrayLeaf, Signature
 
 
-_SCALARS = (bool, int, float, complex)
 # A different pytree structure makes the leaves incomparable, so such an entry is "further" than
 # any entry with the same structure.
 _STRUCTURE_WEIGHT = 1_000_000
@@ -36,192 +36,7 @@ _MSG_UNEXPLAINED = (
 )
 
 
-class _Difference(NamedTuple):
-    kind: MissKind
-    path: str
-    reason: str
-
-
-def _describe_array(a: ArrayLeaf) -> str:
-    weak = " (weakly typed)" if a.weak_type else ""
-    # `str`, not `.name`: a typed key's dtype reads `key<fry>`, `float0`'s NumPy name is `void`.
-    return f"{_dtype_name(a.dtype)}{list(a.shape)}{weak}"
-
-
-def _describe_static(s: StaticLeaf) -> str:
-    return f"{s.type.__name__} {s.text}"
-
-
-def _is_key(dtype: Any) -> bool:
-    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
-
-
-def _dtype_name(dtype: Any) -> str:
-    if dtype == jax.dtypes.float0:
-        return "float0"
-    return str(dtype)
-
-
-def too_many_reason(path: str) -> str:
-    """The reason of a miss whose static value reaches more objects than a key may walk."""
-    return (
-        f"`{path}` reaches too many objects to key (more than {MAX_OBJECTS:,}), so it equals "
-        "nothing and every call traces it again; pass large data as an array argument, or keep "
-        "it out of what the function captures and reads."
-    )
-
-
-def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> _Difference:
-    if too_many_objects(new.key):
-        return _Difference("identity", path, too_many_reason(path))
-    described = function_change(path, old.key, new.key)
-    if described is not None:
-        kind, reason = described
-        return _Difference(kind, path, reason)  # pyright: ignore[reportArgumentType]
-    before, after = _callable_name(old), _callable_name(new)
-    if before is not None and after is not None and before != after:
-        # `jax.nn.relu` -> `jax.nn.gelu`: another computation, not a new object to build once.
-        return _Difference(
-            "static", path, another_function(path, f"`{before}`", f"`{after}`", False)
-        )
-    if old.type is new.type and (
-        (_by_identity(old) and _by_identity(new))
-        or (old.text == new.text and old.type not in _SCALARS)
-    ):
-        # Compared by identity, or nothing that can be shown changed: either way a new object
-        # of the same kind was passed where an equal one was expected.
-        return _Difference(
-            "identity",
-            path,
-            f"`{path}` is compared by identity and a new but similar-looking {new.type.__name__} "
-            f"was passed ({old.text} -> {new.text}); build it once and reuse it, use "
-            "`es.StableModule`/`es.stabilize`/`es.intern`, or give its class value equality.",
-        )
-    if old.type in _SCALARS and new.type in _SCALARS:
-        fix = (
-            "every distinct value compiles a new program; to trace it instead, pass "
-            "`jnp.asarray(value)` or store it with `es.field(dynamic=True)`."
-        )
-    else:
-        fix = "every distinct value compiles a new program; keep it fixed or pass it as an array."
-    return _Difference(
-        "static",
-        path,
-        f"static value `{path}` changed: {_describe_static(old)} -> {_describe_static(new)}; {fix}",
-    )
-
-
-def _callable_name(leaf: StaticLeaf) -> str | None:
-    """The name of a function-like static value (`jax.nn.relu`, a user function, a callable
-    object), or `None` for anything else."""
-    if issubclass(leaf.type, type) or not any("__call__" in vars(c) for c in leaf.type.__mro__):
-        return None
-    parts = leaf.key.parts
-    if type(parts) is FunctionKey:
-        return code_qualname(parts.code)
-    if type(parts) is MutableKey:
-        parts = parts.identity
-    obj = parts.obj if isinstance(parts, Identity) else None
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-    return name if isinstance(name, str) else None
-
-
-def _by_identity(leaf: StaticLeaf) -> bool:
-    """Whether the value is compared by identity: a fallback for a changeable object, or an
-    object whose own equality is identity (a JAX `Jaxpr`), but not a class or a module."""
-    if key_uses_identity(leaf.key):
-        return True
-    return isinstance(leaf.key.parts, Identity) and not issubclass(
-        leaf.type, (type, types.ModuleType)
-    )
-
-
-def _array_difference(path: str, old: ArrayLeaf, new: ArrayLeaf) -> _Difference | None:
-    change = f"{_describe_array(old)} -> {_describe_array(new)}"
-    if old.shape != new.shape:
-        return _Difference(
-            "shape",
-            path,
-            f"`{path}` changed shape: {change}; every new shape compiles a new program, so pad or "
-            "bucket inputs to a few shapes.",
-        )
-    if old.dtype != new.dtype:
-        fix = "cast it to one dtype before the call."
-        if any(_is_key(d) for d in (old.dtype, new.dtype)):
-            fix = (
-                "make every key with the same PRNG implementation (`jax.random.key(seed, "
-                "impl=...)`) and the same kind (typed `jax.random.key`, not raw `PRNGKey` data)."
-            )
-        return _Difference("dtype", path, f"`{path}` changed dtype: {change}; {fix}")
-    if old.weak_type != new.weak_type:
-        return _Difference(
-            "weak_type",
-            path,
-            f"`{path}` changed weak type: {change}; a weakly typed array comes from a Python "
-            "scalar, so create it with an explicit dtype (`jnp.asarray(x, dtype=...)`) or store "
-            "the hyperparameter with `es.field(dynamic=True)` every time.",
-        )
-    if old.sharding != new.sharding:
-        return _Difference(
-            "sharding",
-            path,
-            f"`{path}` changed sharding: {old.sharding} -> {new.sharding}; place it with the "
-            "same sharding every call (`jax.device_put(x, sharding)`).",
-        )
-    return None
-
-
-def _leaf_difference(path: str, old: Any, new: Any) -> _Difference | None:
-    if type(old) is ArrayLeaf and type(new) is ArrayLeaf:
-        return _array_difference(path, old, new)
-    if type(old) is StaticLeaf and type(new) is StaticLeaf:
-        return None if old.key == new.key else _static_difference(path, old, new)
-    was, now = (
-        _describe_array(x) if isinstance(x, ArrayLeaf) else _describe_static(x) for x in (old, new)
-    )
-    scalar = any(type(x) is StaticLeaf and x.type in _SCALARS for x in (old, new))
-    kind: MissKind = "weak_type" if scalar else "static"
-    return _Difference(
-        kind,
-        path,
-        f"`{path}` switched between an array and a static value: {was} -> {now}; Python "
-        "scalars are static (one program per value) while arrays are traced, so pass "
-        "`jnp.asarray(value)` every time.",
-    )
-
-
-def _node_differences(path: str, old: Node, new: Node) -> list[_Difference]:
-    if old.type is not new.type:
-        return [
-            _Difference(
-                "structure",
-                path,
-                f"`{path}` changed pytree node type: {old.type.__name__} -> "
-                f"{new.type.__name__}; pass arguments of the same structure every call.",
-            )
-        ]
-    if old.data_key == new.data_key:
-        return []
-    if old.fields is not None and new.fields is not None and old.fields.keys() == new.fields.keys():
-        found = [
-            _static_difference(f"{path}.{name}", old.fields[name], new.fields[name])
-            for name in old.fields
-            if old.fields[name].key != new.fields[name].key
-        ]
-        if found:
-            return found
-    what = "keys" if new.type is dict else "pytree node data"
-    return [
-        _Difference(
-            "structure",
-            path,
-            f"`{path}` ({new.type.__name__}) changed its {what}: {old.data_text} -> "
-            f"{new.data_text}; pass arguments of the same structure every call.",
-        )
-    ]
-
-
-def _under(path: str, found: list[_Difference]) -> bool:
+def _under(path: str, found: list[Difference]) -> bool:
     """Whether `path` lies inside a node named by a structural difference already found."""
     for d in found:
         if (
@@ -233,72 +48,78 @@ def _under(path: str, found: list[_Difference]) -> bool:
     return False
 
 
-def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]]:
-    """The differences between two signatures and a distance (the number of differences)."""
-    old_nodes = dict(old.nodes)
-    found: list[_Difference] = []
+def _pair(
+    old: dict[str, Any],
+    new: Sequence[tuple[str, Any]],
+    found: list[Difference],
+    compare: Callable[[str, Any, Any], list[Difference]],
+    added: Callable[[str, Any], str],
+    missing: Callable[[str, Any], str],
+    inside_found: bool,
+) -> bool:
+    """Pairs the parts of two signatures by path (nodes or leaves): `compare` for each pair, and
+    a structural difference for a part only one side has, worded by `added` or `missing` (none,
+    with `inside_found`, for a part inside a node already named). Appends to `found`, empties
+    `old`, and returns whether the structure differs."""
     structural = False
-    for path, node in new.nodes:
-        before = old_nodes.pop(path, None)
+    for path, part in new:
+        before = old.pop(path, None)
         if before is None:
             structural = True
-            found.append(
-                _Difference(
-                    "structure",
-                    path,
-                    f"`{path}` is a new {node.type.__name__} node that the earlier call did not "
-                    "have; pass arguments of the same structure every call.",
-                )
-            )
+            if not (inside_found and _under(path, found)):
+                found.append(Difference("structure", path, added(path, part)))
         else:
-            diffs = _node_differences(path, before, node)
+            diffs = compare(path, before, part)
             structural = structural or any(d.kind == "structure" for d in diffs)
             found.extend(diffs)
-    for path, node in old_nodes.items():
+    for path, part in old.items():
         structural = True
-        found.append(
-            _Difference(
-                "structure",
-                path,
-                f"`{path}` ({node.type.__name__}) is missing, the earlier call had it; pass "
-                "arguments of the same structure every call.",
-            )
-        )
-    old_leaves = dict(old.leaves)
+        if not (inside_found and _under(path, found)):
+            found.append(Difference("structure", path, missing(path, part)))
+    return structural
+
+
+def _differences(old: Signature, new: Signature) -> tuple[int, list[Difference]]:
+    """The differences between two signatures and a distance (the number of differences)."""
+    found: list[Difference] = []
+    structural = _pair(
+        dict(old.nodes),
+        new.nodes,
+        found,
+        node_differences,
+        lambda path, node: (
+            f"`{path}` is a new {node.type.__name__} node that the earlier call did not "
+            f"have; {SAME_STRUCTURE}"
+        ),
+        lambda path, node: (
+            f"`{path}` ({node.type.__name__}) is missing, the earlier call had it; {SAME_STRUCTURE}"
+        ),
+        inside_found=False,
+    )
     extra = 0
-    for path, leaf in new.leaves:
-        before = old_leaves.pop(path, None)
-        if before is None:
-            structural = True
-            if _under(path, found):
-                continue  # Inside a node already named as new.
-            found.append(
-                _Difference(
-                    "structure",
-                    path,
-                    f"`{path}` is an argument that the earlier call did not have; pass "
-                    "arguments of the same structure every call.",
-                )
-            )
-            continue
-        difference = _leaf_difference(path, before, leaf)
-        if difference is not None:
-            found.append(difference)
-            if type(before) is ArrayLeaf and type(leaf) is ArrayLeaf:
-                # A leaf whose shape *and* dtype changed is further than one whose dtype did.
-                extra += sum(map(operator.ne, before, leaf)) - 1
-    for path in old_leaves:
-        structural = True
-        if _under(path, found):
-            continue  # Inside a node already named as missing.
-        found.append(
-            _Difference(
-                "structure",
-                path,
-                f"`{path}` is missing, the earlier call had it; pass arguments of the same "
-                "structure every call.",
-            )
-        )
+
+    def leaf_differences(path: str, before: Any, leaf: Any) -> list[Difference]:
+        nonlocal extra
+        difference = leaf_difference(path, before, leaf)
+        if difference is None:
+            return []
+        if type(before) is ArrayLeaf and type(leaf) is ArrayLeaf:
+            # A leaf whose shape *and* dtype changed is further than one whose dtype did.
+            extra += sum(map(operator.ne, before, leaf)) - 1
+        return [difference]
+
+    # A leaf inside a node already named as new or missing is not named again.
+    structural |= _pair(
+        dict(old.leaves),
+        new.leaves,
+        found,
+        leaf_differences,
+        lambda path, _: (
+            f"`{path}` is an argument that the earlier call did not have; " + SAME_STRUCTURE
+        ),
+        lambda path, _: f"`{path}` is missing, the earlier call had it; " + SAME_STRUCTURE,
+        inside_found=True,
+    )
     found.extend(_alias_differences(old.aliases, new.aliases))
     distance = len(found) + extra + (_STRUCTURE_WEIGHT if structural else 0)
     # Structure first (nothing else is comparable then), then in the order of the arguments.
@@ -306,7 +127,7 @@ def _differences(old: Signature, new: Signature) -> tuple[int, list[_Difference]
     return distance, found
 
 
-def _alias_differences(old: tuple, new: tuple) -> list[_Difference]:
+def _alias_differences(old: tuple, new: tuple) -> list[Difference]:
     """Static objects that were one object in one call and two in the other (`f(g, g)`, then
     `f(g1, g2)`)."""
     found = []
@@ -315,7 +136,7 @@ def _alias_differences(old: tuple, new: tuple) -> list[_Difference]:
         for path, earlier in aliases:
             if (path, earlier) not in other:
                 found.append(
-                    _Difference(
+                    Difference(
                         "identity",
                         path,
                         f"`{path}` and `{earlier}` {now} one object and {before} two "
@@ -368,7 +189,7 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
     """
     if not previous:
         return Miss("first", "", f"first call of `{name}`: traced and compiled.")
-    best: tuple[int, list[_Difference]] | None = None
+    best: tuple[int, list[Difference]] | None = None
     for old in reversed(previous):
         distance, found = _differences(old, new)
         if best is None or distance < best[0]:

@@ -9,7 +9,8 @@ from typing import Any, Literal, overload, TypeVar
 from typing_extensions import ParamSpec
 
 from ._guards import OnRecompile
-from ._wrapper import _JitWrapper, DONATE_MODES, make_wrapper
+from ._state import DONATE_MODES
+from ._wrapper import _JitWrapper, make_wrapper
 
 
 _P = ParamSpec("_P")

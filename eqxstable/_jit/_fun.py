@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._keys import stable_key
-from ._cache import node_data
+from ._node_data import node_data
 
 
 class FunParts(NamedTuple):

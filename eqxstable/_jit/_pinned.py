@@ -30,6 +30,7 @@ from typing import Any
 from jax.extend import core as jcore
 
 from ._fingerprint import TRACE_ONLY
+from ._node_data import node_data, same_node_data
 
 
 # Primitives whose `callback` parameter is called while the program runs.
@@ -182,8 +183,6 @@ def _filter_primitive(params: dict) -> bool:
 def fun_identity(parts: Any) -> tuple:
     """What a pinned entry holds of the function that traced it: its parts (compared by identity
     first), its static leaves and its node data."""
-    from ._cache import node_data  # Here: `_cache` imports this module.
-
     if parts is None:
         return (None, (), ())
     return (parts, parts.template, tuple(node_data(parts.treedef, list(parts.template))))
@@ -196,8 +195,6 @@ def same_fun(pinned: tuple, parts: Any) -> bool:
         return True
     if parts is None:
         return False
-    from ._cache import node_data, same_node_data  # Here: `_cache` imports this module.
-
     _, template, data = pinned
     return (
         len(template) == len(parts.template)

@@ -18,7 +18,8 @@ from jax.core import Tracer
 from . import _reuse
 from ._accounting import Call, current, Miss, not_compiled, notify
 from ._bind import Binder
-from ._cache import Cache, Entry
+from ._cache import Cache
+from ._entry import Entry
 from ._explain import explain_stable_miss
 from ._fun import FunParts
 from ._guards import check

@@ -17,9 +17,9 @@ from typing import Any
 from .._caches import cache_clears
 from . import _reuse
 from ._accounting import live_wrappers
-from ._cache import node_data, same_node_data
 from ._fun import FunParts, static_key
 from ._lru import LRU, sizes
+from ._node_data import node_data, same_node_data
 from ._program import _all_programs, _options, Program
 
 

@@ -14,7 +14,6 @@ from typing_extensions import ParamSpec
 
 from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
-from ._fun import split_fun
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
@@ -28,7 +27,7 @@ from ._reuse import (
     traced_program,
 )
 from ._runtime_error import equinox_error
-from ._state import _Aux, _State
+from ._state import _Aux, _State, new_state
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -344,17 +343,6 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-# The user's donation mode (`donate=`) -> (`donated_args`: whose leaves a program donates, "all",
-# "all-except-first" or "none"; whether "donated buffers were not usable" is hidden).
-DONATE_MODES: dict[str, tuple[str, bool]] = {
-    "all": ("all", True),
-    "all-except-first": ("all-except-first", True),
-    "warn": ("all", False),
-    "warn-except-first": ("all-except-first", False),
-    "none": ("none", False),
-}
-
-
 def make_wrapper(
     fun: Any,
     donate: str,
@@ -364,35 +352,7 @@ def make_wrapper(
     verify: bool | None = None,
 ) -> _JitWrapper:
     """The wrapper of `fun` with these (already checked) options."""
-    parts = split_fun(fun)
-    donated_args, filter_warning = DONATE_MODES[donate]
-    state = _State(fun, parts, donated_args, filter_warning, jitkwargs)
-    # Decided once: reading the environment on every call would cost the hit path.
-    state.verifying = _verify.enabled(verify)
-    program = state.program
-    options = tuple(sorted(jitkwargs.items()))
-    aux = _Aux(parts.treedef, parts.template, donate, max_traces, on_recompile, options, verify)
-    object.__setattr__(aux, "state", state)
-    state.aux = aux
-    # As `functools.update_wrapper`, but like `equinox.module_update_wrapper` without the
-    # `__dict__` of a module, which holds its fields.
-    names: dict[str, Any] = {}
-    for name in ft.WRAPPER_ASSIGNMENTS:
-        try:
-            names[name] = getattr(fun, name)
-        except AttributeError:
-            pass
-    if not isinstance(fun, eqx.Module):
-        for name, value in getattr(fun, "__dict__", {}).items():
-            names.setdefault(name, value)
-    for name in ("_aux", "_dynamic", "__wrapped__"):
-        names.pop(name, None)
-    # A callable object (a module) has no names of its own: use those of its class.
-    if "__name__" not in names:
-        names["__name__"] = program.name
-        names["__qualname__"] = program.qualname
-    state.names = names
-    wrapper = _JitWrapper(fun, state)
+    wrapper = _JitWrapper(fun, new_state(fun, donate, max_traces, on_recompile, jitkwargs, verify))
     live_wrappers.add(wrapper)
     return wrapper
 

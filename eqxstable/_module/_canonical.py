@@ -1,179 +1,51 @@
-"""The forms in which a static value is read back: the value as assigned, read-only.
+"""The forms in which `eqxstable.stabilize` stores a static value in a plain module: hashable,
+read-only, one per equivalence class.
 
-A static field is part of the PyTree structure, where JAX and Equinox hash it and compare it
-with `==`, so its value must not change. What the module's code reads must still behave as what
-was assigned, in every way the code can observe: `==` with the original kind, iteration order,
-`isinstance`, `jax.tree_util`'s view of it, `repr`, copies and serialisers (`json`, `pickle`,
-`yaml`). The only difference allowed is that changing it raises an error that says the fix.
+| Assigned | `eqxstable.stabilize` stores in a plain module |
+| --- | --- |
+| `list` | [`CanonicalList`][] |
+| `dict` | [`CanonicalDict`][] |
+| `set` | [`CanonicalSet`][] |
+| `frozenset` | [`CanonicalFrozenSet`][] |
+| `np.ndarray` | a read-only [`CanonicalArray`][] |
+| NumPy scalar | of a subclass of its type |
+| tuple, NamedTuple | the same type |
 
-| Assigned | `StableModule` reads back | `eqxstable.stabilize` stores in a plain module |
-| --- | --- | --- |
-| `list` | a plain `list`, copied from a [`ReadOnlyList`][] (`_plain.py`) | [`CanonicalList`][] |
-| `dict` | a plain `dict`, copied from a [`ReadOnlyDict`][] | [`CanonicalDict`][] |
-| `set` | [`ReadOnlySet`][] (iterates as the original did) | [`CanonicalSet`][] |
-| `frozenset` | itself, or an [`OrderedFrozenSet`][] | [`CanonicalFrozenSet`][] |
-| `np.ndarray` | a read-only `np.ndarray` | a read-only [`CanonicalArray`][] |
-| NumPy scalar | itself (an `np.void`, a view: a read-only copy) | of a subclass of its type |
-| tuple, NamedTuple | the same type | the same type |
-
-A `StableModule` hashes and compares its static fields through their canonical `Static`
-(`_static.py`), so what its code reads needs no hash and keeps Python's `==`. A plain module has
-no such layer: the value it stores is what JAX compares, so the `Canonical*` forms are hashable,
-and there is one of each per equivalence class (`_static.freeze`), compared by identity among
-themselves: `[1]`, `[1.0]` and `[True]` are three forms, never `==`, so they never share a
-compiled program. Against anything else (a plain `list`) `==` is the original's.
+A plain module has no `Static` layer (`_static.py`): the value it stores is what JAX compares, so
+the `Canonical*` forms are hashable, and there is one of each per equivalence class
+(`_freezer.freeze`), compared by identity among themselves: `[1]`, `[1.0]` and `[True]` are
+three forms, never `==`, so they never share a compiled program. Against anything else (a plain
+`list`) `==` is the original's. Otherwise they behave as the read-back forms (`_readonly.py`)
+that they subclass.
 """
 
-import importlib.util
-from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
-import jax.tree_util as jtu
 import numpy as np
 
-
-MSG_READ_ONLY = (
-    "`{cls}.{method}`: this {cls} is the value of a static field (of an "
-    "`eqxstable.StableModule`, or of a module passed through `eqxstable.stabilize`), so it is "
-    "read-only: it is part of the PyTree structure, and a compiled program was traced for this "
-    "value. Change a copy instead (`{cls}(...)` of it), or build a new model with the new value."
+# `_restore` is imported here too: pickles made before the read-back forms moved into
+# `_readonly.py` name it as `eqxstable._module._canonical._restore` (or `eqxstable._canonical`).
+from ._readonly import (
+    _restore as _restore,
+    ordered,
+    OrderedFrozenSet,
+    ReadOnlyDict,
+    ReadOnlyList,
+    ReadOnlySet,
 )
-
-
-def _read_only(base: type, name: str) -> Callable[..., NoReturn]:
-    def method(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError(MSG_READ_ONLY.format(cls=base.__name__, method=name))
-
-    method.__name__ = name
-    return method
-
-
-def _forbid(cls: type, base: type, names: Iterable[str]) -> None:
-    for name in names:
-        setattr(cls, name, _read_only(base, name))
-
-
-def _restore(kind: type, value: Any) -> Any:
-    # Copies and unpickling of a read-back form: the same read-only form. (A module's copy gets
-    # the canonical `Static` back through `Static.__reduce__`; an object that the copied value
-    # held twice is one object in the copy too, by the copy's memo.)
-    if kind is list:
-        return ReadOnlyList(value)
-    if kind is dict:
-        return ReadOnlyDict(value)
-    return _ordered(kind, value)
 
 
 def _restore_canonical(kind: type, value: Any) -> Any:
     from .._registry import intern
-    from ._static import freeze
+    from ._freezer import freeze
 
-    return freeze(_ordered(kind, value), lambda x, _: intern(x))
-
-
-def _ordered(kind: type, value: Any) -> Any:
-    """`value` as a container of kind `kind` that iterates in the order of `value`."""
-    if kind is set:
-        return ReadOnlySet._make(value)
-    if kind is frozenset:
-        return OrderedFrozenSet._make(value)
-    if kind is list or kind is dict:
-        return kind(value)
-    return value  # A NumPy array or scalar.
-
-
-class ReadOnlyList(list):
-    """A `list` that cannot be changed: a static field's list as the module's code reads it."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return (_restore, (list, list(self)))
-
-    def __repr__(self) -> str:
-        return list.__repr__(self)
-
-
-class ReadOnlyDict(dict):
-    """A `dict` that cannot be changed: a static field's dict as the module's code reads it.
-    `isinstance(x, dict)`, `==` with a dict, `json.dumps` and `dict(x)` behave as on the dict."""
-
-    __slots__ = ()
-
-    def __reduce__(self):
-        return (_restore, (dict, dict(self)))
-
-    def __repr__(self) -> str:
-        return dict.__repr__(self)
-
-
-class ReadOnlySet(set):
-    """A `set` that cannot be changed, and iterates in the order the assigned set did (which
-    depends on its insertion history, not only on its items)."""
-
-    __slots__ = ("_order",)
-
-    def __init__(self, items: Iterable = ()):
-        s = set(items)
-        set.__init__(self, s)
-        self._order = tuple(s)
-
-    @classmethod
-    def _make(cls, items: Iterable) -> Any:
-        """An instance that iterates in the order of `items` (distinct, hashable)."""
-        self = cls.__new__(cls)
-        order = tuple(items)
-        # From a `set`, the table is merged as `set(items)` would lay it out.
-        set.__init__(self, items if type(items) is set else order)
-        self._order = order
-        return self
-
-    def __iter__(self):
-        return iter(self._order)
-
-    def __reduce__(self):
-        return (_restore, (set, self._order))
-
-    def __repr__(self) -> str:
-        return "{" + ", ".join(map(repr, self._order)) + "}" if self._order else "set()"
-
-
-class OrderedFrozenSet(frozenset):
-    """A `frozenset` that iterates in a given order: the read-back form of a frozenset whose
-    items were replaced by their canonical instances, which could lay out differently."""
-
-    __slots__ = ("_order",)
-
-    @classmethod
-    def _make(cls, items: Iterable) -> Any:
-        order = tuple(items)
-        self = frozenset.__new__(cls, order)
-        self._order = order
-        return self
-
-    def __iter__(self):
-        return iter(self._order)
-
-    def __reduce__(self):
-        return (_restore, (frozenset, self._order))
-
-    def __repr__(self) -> str:
-        inner = "{" + ", ".join(map(repr, self._order)) + "}" if self._order else ""
-        return f"frozenset({inner})"
-
-
-_forbid(ReadOnlyList, list, ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append"))
-_forbid(ReadOnlyList, list, ("clear", "extend", "insert", "pop", "remove", "reverse", "sort"))
-_forbid(ReadOnlyDict, dict, ("__setitem__", "__delitem__", "__ior__", "clear", "pop", "popitem"))
-_forbid(ReadOnlyDict, dict, ("setdefault", "update"))
-_forbid(ReadOnlySet, set, ("__ior__", "__iand__", "__isub__", "__ixor__", "add", "clear"))
-_forbid(ReadOnlySet, set, ("discard", "difference_update", "intersection_update", "pop"))
-_forbid(ReadOnlySet, set, ("remove", "symmetric_difference_update", "update"))
+    return freeze(ordered(kind, value), lambda x, _: intern(x))
 
 
 class Canonical:
     """The marker of the hashable canonical forms. `_key` is set on the one registered instance
-    of each equivalence class (`_static.py`); an instance made otherwise (`type(x)(...)`, a view
+    of each equivalence class (`_freezer.py`); an instance made otherwise (`type(x)(...)`, a view
     of an array) is not canonical, and behaves as the read-only form."""
 
     __slots__ = ()
@@ -368,58 +240,3 @@ def canonical_scalar_class(t: type) -> type:
         cls = _scalar_classes[t] = type(t.__name__, (t, CanonicalScalar), namespace)
         cls.__module__ = __name__
     return cls
-
-
-# What each read-back form stands for: the kind of value a walk sees it as.
-VIEW_BASES: dict[type, type] = {
-    ReadOnlyList: list,
-    ReadOnlyDict: dict,
-    ReadOnlySet: set,
-    OrderedFrozenSet: frozenset,
-    CanonicalList: list,
-    CanonicalDict: dict,
-    CanonicalSet: set,
-    CanonicalFrozenSet: frozenset,
-}
-
-
-def _node(kind: type) -> tuple[Callable, Callable, Callable]:
-    # As JAX sees the original: its items are the children (a dict's in sorted key order, with
-    # JAX's own errors), and what is rebuilt from them is a plain `list` or `dict`, as
-    # `jax.tree.map` over the original returns.
-    def flatten_with_keys(x: Any) -> tuple[list, Any]:
-        plain = kind(x)
-        children, treedef = jtu.tree_flatten_with_path(plain, is_leaf=lambda y: y is not plain)
-        return [(path[0], child) for path, child in children], treedef
-
-    def flatten(x: Any) -> tuple[list, Any]:
-        plain = kind(x)
-        return jtu.tree_flatten(plain, is_leaf=lambda y: y is not plain)
-
-    def unflatten(treedef: Any, children: Any) -> Any:
-        return jtu.tree_unflatten(treedef, children)
-
-    return flatten_with_keys, unflatten, flatten
-
-
-for _cls in (ReadOnlyList, CanonicalList, ReadOnlyDict, CanonicalDict):
-    jtu.register_pytree_with_keys(_cls, *_node(VIEW_BASES[_cls]))
-del _cls
-
-
-def _register_yaml() -> None:
-    # PyYAML picks a representer by exact type, and refuses a subclass of `list`, `dict` or
-    # `set` in `safe_dump`: these are dumped as what they stand for.
-    if importlib.util.find_spec("yaml") is None:
-        return
-    from yaml.representer import Representer, SafeRepresenter
-
-    for cls, kind in VIEW_BASES.items():
-        if kind is frozenset:
-            continue  # Not representable by `safe_dump`, as the original.
-        method = {list: "represent_list", dict: "represent_dict", set: "represent_set"}[kind]
-        for representer in (SafeRepresenter, Representer):
-            representer.add_representer(cls, getattr(representer, method))
-
-
-_register_yaml()

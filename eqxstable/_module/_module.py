@@ -23,7 +23,8 @@ from typing_extensions import dataclass_transform
 
 from ._access import install
 from ._field import field, install_pending
-from ._stabilize import field_names, stabilize_fields, stabilize_static, static_fields, type_name
+from ._paths import type_name
+from ._stabilize import field_names, stabilize_fields, stabilize_static, static_fields
 
 
 if TYPE_CHECKING:

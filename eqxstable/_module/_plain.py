@@ -17,10 +17,10 @@ import functools as ft
 from collections.abc import Callable
 from typing import Any
 
-from ._canonical import ReadOnlyDict, ReadOnlyList
+from ._readonly import ReadOnlyDict, ReadOnlyList
 
 
-# Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_static.py`
+# Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_freezer.py`
 # uses this very limit), so no read-only form lies deeper, and reads stop there too.
 MAX_DEPTH = 64
 

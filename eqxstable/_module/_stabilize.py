@@ -9,22 +9,20 @@ returned as it is, which makes the walk idempotent and cheap on a tree that is a
 """
 
 import dataclasses
-import enum
 import functools as ft
 import operator
-import weakref
 from typing import Any, TypeVar
 
-import equinox as eqx
 import jax
 import jax.tree_util as jtu
-import numpy as np
 
-from .._caches import cache_clears
 from .._errors import StabilityWarning, warn
-from .._keys import warns_hash_without_eq
 from .._registry import intern
-from ._static import freeze, freeze_static, Static
+from ._freezer import freeze
+from ._kinds import Kind, kind_of, small_int
+from ._known import is_known, mark_known
+from ._paths import field_of, field_path, type_name
+from ._static import freeze_static, Static
 
 
 _T = TypeVar("_T")
@@ -48,107 +46,6 @@ MSG_FIELD_HASH_WITHOUT_EQ = (
     "`__eq__`, so it can only be compared by identity and a rebuilt one always recompiles. "
     "Define `__eq__` consistently with `__hash__` in `{cls}` (or make it a frozen dataclass)."
 )
-
-
-class _Kind(enum.Enum):
-    ARRAY = enum.auto()
-    NONE = enum.auto()  # `None`, `True` and `False`: singletons, their own canonical instance.
-    INT = enum.auto()
-    LIST = enum.auto()
-    TUPLE = enum.auto()
-    NAMEDTUPLE = enum.auto()
-    DICT = enum.auto()
-    MODULE = enum.auto()
-    PARTIAL = enum.auto()
-    NODE = enum.auto()
-    LEAF = enum.auto()
-    HASH_WITHOUT_EQ = enum.auto()
-
-
-_kinds: dict[type, _Kind] = {}
-
-
-def _kind(obj: Any) -> _Kind:
-    t = type(obj)
-    kind = _kinds.get(t)
-    if kind is None:
-        kind = _kinds[t] = _classify(obj)
-    return kind
-
-
-def _classify(obj: Any) -> _Kind:
-    # Depends on the type only (pytree registration is per type), so it is cached.
-    t = type(obj)
-    simple = {
-        list: _Kind.LIST,
-        tuple: _Kind.TUPLE,
-        dict: _Kind.DICT,
-        type(None): _Kind.NONE,
-        bool: _Kind.NONE,
-        int: _Kind.INT,
-    }
-    if t in simple:
-        return simple[t]
-    if issubclass(t, (jax.Array, np.ndarray, np.generic)):
-        return _Kind.ARRAY
-    if issubclass(t, eqx.Module):
-        return _Kind.MODULE
-    if issubclass(t, jtu.Partial):
-        return _Kind.PARTIAL
-    if issubclass(t, tuple) and hasattr(t, "_make") and hasattr(t, "_fields"):
-        return _Kind.NAMEDTUPLE
-    try:
-        treedef = jtu.tree_structure(obj, is_leaf=lambda x: x is not obj)
-    except Exception:
-        treedef = None  # A node type whose flatten fails on this value: left whole, as a leaf.
-    if treedef is not None and not jtu.treedef_is_leaf(treedef):
-        return _Kind.NODE
-    if _hash_without_eq(t):
-        return _Kind.HASH_WITHOUT_EQ
-    return _Kind.LEAF
-
-
-def _small_int(obj: int) -> bool:
-    # CPython keeps one object per int in [-5, 256], so `intern` could only return that same
-    # object: skipping it is exact, and saves a microsecond per size field.
-    return -5 <= obj <= 256
-
-
-def _hash_without_eq(t: type) -> bool:
-    # Exactly the classes that `stable_key` warns about (it knows, e.g., that enum members are
-    # singletons, with an identity `__eq__` that is right for them); the walk warns instead,
-    # naming the field as well.
-    return warns_hash_without_eq(t)
-
-
-# Modules that a walk has returned, all of whose leaves were canonical then. Returning such a
-# module unchanged is always correct (it is equivalent to itself), so a later walk stops there,
-# which makes `stabilize` of a stable tree, and a `StableModule` holding one, cheap. Held weakly.
-_known: dict[int, weakref.ref] = {}
-
-
-def _forget(i: int, ref: weakref.ref, _known: dict = _known) -> None:
-    # `_known` is bound when the function is defined: at interpreter exit, a weak reference may
-    # call this after the module's globals were cleared.
-    if _known.get(i) is ref:
-        del _known[i]
-
-
-def _is_known(m: Any) -> bool:
-    ref = _known.get(id(m))
-    return ref is not None and ref() is m
-
-
-def mark_known(m: Any) -> None:
-    """Records that every leaf of the module `m` is canonical."""
-    i = id(m)
-    try:
-        _known[i] = weakref.ref(m, lambda r, i=i, forget=_forget: forget(i, r))
-    except TypeError:
-        pass
-
-
-cache_clears.append(_known.clear)
 
 
 @ft.cache
@@ -188,33 +85,33 @@ class _Walk:
 
     def dynamic(self, obj: Any, path: Any) -> Any:
         """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
-        kind = _kind(obj)
-        if kind is _Kind.LEAF:
+        kind = kind_of(obj)
+        if kind is Kind.LEAF:
             return intern(obj)
-        if kind is _Kind.ARRAY or kind is _Kind.NONE:
+        if kind is Kind.ARRAY or kind is Kind.NONE:
             return obj
-        if kind is _Kind.INT:
-            return obj if _small_int(obj) else intern(obj)
-        if kind is _Kind.MODULE:
-            if _is_known(obj):
+        if kind is Kind.INT:
+            return obj if small_int(obj) else intern(obj)
+        if kind is Kind.MODULE:
+            if is_known(obj):
                 return obj
             out = self.module(obj, path, False)
             mark_known(out)
             return out
-        if kind is _Kind.LIST:
+        if kind is Kind.LIST:
             items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else items
-        if kind is _Kind.TUPLE or kind is _Kind.NAMEDTUPLE:
+        if kind is Kind.TUPLE or kind is Kind.NAMEDTUPLE:
             items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
             if all(map(operator.is_, items, obj)):
                 return obj
-            return tuple(items) if kind is _Kind.TUPLE else obj._make(items)
-        if kind is _Kind.DICT:
+            return tuple(items) if kind is Kind.TUPLE else obj._make(items)
+        if kind is Kind.DICT:
             values = {k: self.dynamic(v, (path, (k,))) for k, v in obj.items()}
             return obj if all(values[k] is v for k, v in obj.items()) else values
-        if kind is _Kind.PARTIAL:
+        if kind is Kind.PARTIAL:
             return self.partial(obj, path)
-        if kind is _Kind.NODE:
+        if kind is Kind.NODE:
             return self.node(obj, path)
         return self.hash_without_eq(obj, path)
 
@@ -231,26 +128,26 @@ class _Walk:
         return freeze_static(obj, self.static_leaf, path)
 
     def static_leaf(self, obj: Any, path: Any) -> Any:
-        kind = _kind(obj)
-        if kind is _Kind.LEAF:
+        kind = kind_of(obj)
+        if kind is Kind.LEAF:
             return intern(obj)
-        if kind is _Kind.NONE:
+        if kind is Kind.NONE:
             return obj
-        if kind is _Kind.INT:
-            return obj if _small_int(obj) else intern(obj)
-        if kind is _Kind.MODULE:
+        if kind is Kind.INT:
+            return obj if small_int(obj) else intern(obj)
+        if kind is Kind.MODULE:
             # Interned too: a `StableModule` compares its static values by identity, and a
             # module rebuilt from equivalent parts must be the same static value.
             return intern(self.module(obj, path, True))
-        if kind is _Kind.ARRAY and isinstance(obj, jax.Array):
-            where = dict(call=self.call, path=field_path(path), field=_field_of(path))
+        if kind is Kind.ARRAY and isinstance(obj, jax.Array):
+            where = dict(call=self.call, path=field_path(path), field=field_of(path))
             if self.warn_arrays:
                 # As `equinox.Module` does (with the same first sentence): a warning, and the
                 # array kept, compared by identity.
                 warn(MSG_ARRAY_IN_STATIC_FIELD.format(**where), StabilityWarning)
                 return obj
             raise ValueError(MSG_ARRAY_IN_STATIC.format(**where))
-        if kind is _Kind.HASH_WITHOUT_EQ:
+        if kind is Kind.HASH_WITHOUT_EQ:
             return self.hash_without_eq(obj, path)
         # NumPy scalars, frozen holders, partials and other nodes: keyed as one value.
         return intern(obj)
@@ -318,35 +215,6 @@ class _Walk:
 
 
 _PLAIN_STATIC = (str, bool, type(None))
-
-
-def field_path(path: Any) -> str:
-    """`("Net", ".layers"), 0), ".table")` as `Net.layers[0].table`."""
-    parts = []
-    while type(path) is tuple:
-        path, part = path
-        if type(part) is int:
-            parts.append(f"[{part}]")
-        elif type(part) is tuple:
-            parts.append(f"[{part[0]!r}]")
-        else:
-            parts.append(str(part))
-    parts.append(str(path))
-    return "".join(reversed(parts))
-
-
-def type_name(cls: type) -> str:
-    """`Net` for a class, also one defined inside a function (`test.<locals>.Net`)."""
-    return cls.__qualname__.rpartition("<locals>.")[2]
-
-
-def _field_of(path: Any) -> str:
-    """The innermost attribute name on `path`, for the message's fix."""
-    while type(path) is tuple:
-        path, part = path
-        if type(part) is str and part.startswith("."):
-            return part[1:]
-    return str(path)
 
 
 def stabilize_fields(module: Any, call: str) -> None:
