@@ -176,15 +176,29 @@ _slot_names: dict[type, tuple[str, ...]] = {}
 
 
 def slots_of(cls: type) -> tuple[str, ...]:
+    """The names of the slots `cls` and its bases declare, as attributes are read: a single
+    string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
+    class body's own code reads it (`__x` in `C` is `_C__x`)."""
     names = _slot_names.get(cls)
     if names is None:
         names = _slot_names[cls] = tuple(
-            name
+            _mangled(c, name)
             for c in cls.__mro__
-            for name in getattr(c, "__slots__", ())
+            for name in _declared(c.__dict__.get("__slots__", ()))
             if isinstance(name, str) and name not in ("__dict__", "__weakref__")
         )
     return names
+
+
+def _declared(slots: Any) -> Any:
+    # As `type.__new__` reads `__slots__`: a `str` is one name, anything else is iterated.
+    return (slots,) if isinstance(slots, str) else slots
+
+
+def _mangled(c: type, name: str) -> str:
+    if name.startswith("__") and not name.endswith("__"):
+        return f"_{c.__name__.lstrip('_')}{name}"
+    return name
 
 
 def object_state(obj: Any) -> tuple:

@@ -1,0 +1,70 @@
+"""A subclass of a kind on the allowlist that adds state of its own (slots, however declared) or
+behaviour (methods that read globals or class attributes) is keyed by that state and by its
+class, watched: two objects that compute differently never share a key, a program or a canonical
+instance, and a change that the trace reads is seen."""
+
+import jax.numpy as jnp
+import pytest
+
+import eqxstable as es
+
+
+ONE = jnp.float32(1.0)
+
+
+class _Scaled(float):
+    # One string is one slot: `type.__new__` does not iterate it as characters.
+    __slots__ = "scale"
+
+
+def _scaled(scale: float) -> _Scaled:
+    out = _Scaled(1.0)
+    out.scale = scale
+    return out
+
+
+class _Holder:
+    __slots__ = "scale"
+
+    def __init__(self, scale: float):
+        self.scale = scale
+
+
+@pytest.mark.counts_traces
+def test_a_slot_declared_as_one_string():
+    assert es.stable_key(_scaled(2.0)) != es.stable_key(_scaled(3.0))
+    first = _scaled(2.0)
+    assert es.intern(first) is first
+    assert es.intern(_scaled(3.0)) is not first
+    traces = 0
+
+    def f(x, s):
+        nonlocal traces
+        traces += 1
+        return x * s * s.scale
+
+    jf = es.filter_jit(f)
+    assert [float(jf(ONE, _scaled(v))) for v in (2.0, 3.0)] == [2.0, 3.0]
+    assert traces == 2
+    holder = _Holder(2.0)
+    g = es.filter_jit(lambda x, h: x * h.scale)
+    assert float(g(ONE, holder)) == 2.0
+    holder.scale = 3.0
+    assert float(g(ONE, holder)) == 3.0
+
+
+def test_a_private_slot_is_read_by_its_mangled_name():
+    class Private:
+        __slots__ = ("__scale",)
+
+        def __init__(self, scale):
+            self.__scale = scale
+
+        def __call__(self, x):
+            return x * self.__scale
+
+    p = Private(2.0)
+    g = es.filter_jit(lambda x, q: q(x))
+    assert float(g(ONE, p)) == 2.0
+    p._Private__scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(g(ONE, p)) == 3.0
