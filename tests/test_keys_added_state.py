@@ -3,6 +3,9 @@ behaviour (methods that read globals or class attributes) is keyed by that state
 class, watched: two objects that compute differently never share a key, a program or a canonical
 instance, and a change that the trace reads is seen."""
 
+import dataclasses
+
+import equinox as eqx
 import jax.numpy as jnp
 import pytest
 
@@ -68,3 +71,51 @@ def test_a_private_slot_is_read_by_its_mangled_name():
     assert float(g(ONE, p)) == 2.0
     p._Private__scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
     assert float(g(ONE, p)) == 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    x: float
+
+    def __call__(self, v):
+        return v * self.x * self.extra  # pyright: ignore[reportAttributeAccessIssue]
+
+
+class _FrozenWithSlot(_Frozen):
+    # Not a field: set past the frozen `__setattr__`, as a `__post_init__` would.
+    __slots__ = ("extra",)
+
+
+def _with_slot(extra: float) -> _FrozenWithSlot:
+    out = _FrozenWithSlot(1.0)
+    object.__setattr__(out, "extra", extra)
+    return out
+
+
+class _Holds(es.StableModule):
+    act: _FrozenWithSlot = eqx.field(static=True)
+
+    def __call__(self, x):
+        return self.act(x)
+
+
+@pytest.mark.counts_traces
+def test_a_frozen_dataclass_subclass_with_a_slot_of_its_own():
+    assert es.stable_key(_with_slot(2.0)) != es.stable_key(_with_slot(3.0))
+    assert es.stable_key(_with_slot(2.0)) == es.stable_key(_with_slot(2.0))
+    first = _with_slot(2.0)
+    assert es.intern(first) is first
+    assert es.intern(_with_slot(3.0)) is not first
+    # Built after one holding an equal-fielded object: eager, no jit, computes with its own.
+    modules = (_Holds(_with_slot(2.0)), _Holds(_with_slot(7.0)))
+    assert [float(m(1.0)) for m in modules] == [2.0, 7.0]
+    traces = 0
+
+    def f(v, b):
+        nonlocal traces
+        traces += 1
+        return b(v)
+
+    jf = es.filter_jit(f)
+    assert [float(jf(ONE, _with_slot(e))) for e in (2.0, 3.0, 2.0)] == [2.0, 3.0, 2.0]
+    assert traces == 2

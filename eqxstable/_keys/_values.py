@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._context import compound, Ctx, frozen_part, identity, key
-from ._origin import library_class, library_module, pure_library
+from ._origin import library_class, library_module, own_class, pure_library
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import ArrayState, MISSING, size
@@ -125,17 +125,24 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """A subclass of `int`, `float`, `complex`, `str` or `bytes`: its exact type, the builtin
     value (never the subclass's own `==`) and its attributes."""
     # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
-    slots = slots_of(type(obj))
-    if slots:
-        ctx.states.append((obj, object_state, object_state(obj)))
-    state = (
-        extra_attrs(obj, ctx),
-        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
-    )
+    state = added_state(obj, ctx)
     for base in (bool, int, float, complex, str, bytes):
         if isinstance(obj, base):
             return (key(type(obj), ctx, False), key(base(obj), ctx, False), state)  # pyright: ignore
     return identity(obj, ctx)
+
+
+def added_state(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
+    """What an object holds beyond what its kind's row keys (`skip`: a dataclass's fields): its
+    attributes and the slots its class declares, each keyed as what it is, watched. A subclass
+    of a kind on the allowlist may add either; neither may be left out of its key."""
+    slots = [n for n in slots_of(type(obj)) if n not in skip]
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    return (
+        extra_attrs(obj, ctx, skip=skip),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
 
 
 def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tuple:
@@ -425,7 +432,10 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             values.append((name, dict, tuple((k, key(x, ctx, False)) for k, x in v.items())))
         else:
             values.append((name, key(v, ctx, False)))
-    return (key(t, ctx, False), tuple(values), extra_attrs(obj, ctx, skip=field_names(t)))
+    # A subclass may declare slots that are not fields (`class B(A): __slots__ = ("extra",)`).
+    # eqxstable's own compute with their fields alone, by design (a wrapper's counters).
+    skip = field_names(t) + slots_of(t) if own_class(t) else field_names(t)
+    return (key(t, ctx, False), tuple(values), added_state(obj, ctx, skip=skip))
 
 
 def _owns_dicts(t: type) -> bool:
@@ -462,14 +472,7 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # its `==`, written for its C state.
         return unreadable(obj, ctx)
     ctx.own_eq = True
-    slots = slots_of(t)
-    if slots:
-        ctx.states.append((obj, object_state, object_state(obj)))
-    state = (
-        extra_attrs(obj, ctx),
-        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
-    )
-    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), state)
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), added_state(obj, ctx))
 
 
 @compound
