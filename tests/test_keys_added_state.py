@@ -4,6 +4,7 @@ class, watched: two objects that compute differently never share a key, a progra
 instance, and a change that the trace reads is seen."""
 
 import dataclasses
+from typing import NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -119,3 +120,52 @@ def test_a_frozen_dataclass_subclass_with_a_slot_of_its_own():
     jf = es.filter_jit(f)
     assert [float(jf(ONE, _with_slot(e))) for e in (2.0, 3.0, 2.0)] == [2.0, 3.0, 2.0]
     assert traces == 2
+
+
+_NT_SCALE = 2.0
+
+
+class _Pair(NamedTuple):
+    a: float
+
+    def __call__(self, x):
+        return x * self.a * _NT_SCALE
+
+
+class _Pairs(NamedTuple):
+    a: float
+
+    def __call__(self, x):
+        return x * self.a * _Pairs.K  # pyright: ignore[reportAttributeAccessIssue]
+
+
+@pytest.mark.counts_traces
+def test_a_namedtuple_reached_through_a_closure_keys_its_class():
+    global _NT_SCALE
+    traces = 0
+    p = _Pair(1.0)
+
+    def f(x):
+        nonlocal traces
+        traces += 1
+        return p(x)
+
+    jf = es.filter_jit(f)
+    try:
+        assert float(jf(ONE)) == 2.0
+        _NT_SCALE = 3.0
+        assert float(jf(ONE)) == 3.0
+        _NT_SCALE = 3.0
+        assert float(jf(ONE)) == 3.0
+        assert traces == 2
+    finally:
+        _NT_SCALE = 2.0
+    _Pairs.K = 2.0  # pyright: ignore[reportAttributeAccessIssue]
+    q = _Pairs(1.0)
+    g = es.filter_jit(lambda x: q(x))
+    assert float(g(ONE)) == 2.0
+    _Pairs.K = 5.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(g(ONE)) == 5.0
+    # Values of one class still share: equal NamedTuples, rebuilt.
+    assert es.stable_key(_Pair(1.0)) == es.stable_key(_Pair(1.0))
+    assert es.intern(_Pair(4.0)) is es.intern(_Pair(4.0))

@@ -95,7 +95,14 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     # whatever `__eq__` the class defines. Only NamedTuples are rebuilt with read-only arrays.
     content_ok = content_ok and hasattr(obj, "_make")
     items = tuple([key(x, ctx, content_ok) for x in obj])
-    return (type(obj), items, extra_attrs(obj, ctx))
+    return (class_part(type(obj), ctx), items, extra_attrs(obj, ctx))
+
+
+def class_part(t: type, ctx: Ctx) -> Any:
+    """The class of an object keyed by value whose methods can run in the trace (a NamedTuple's
+    `__call__`, a partial subclass's): a user's class keyed as a class (`K-user-class`: what its
+    methods read is followed, its namespace watched), a library's by itself, a constant."""
+    return t if library_class(t) else key(t, ctx, False)
 
 
 @compound
@@ -489,6 +496,9 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # cannot be reassigned; keying a member whole would only key it in terms of itself. What
         # a member holds (its value, its attributes) is keyed by `_members`.
         skip = _enum_made(c)
+        # A NamedTuple's bookkeeping (its field names and defaults), made by its class body:
+        # the objects it holds, never walked (a dict of defaults would name the class by identity).
+        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else ()
         # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
         # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
         # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
@@ -496,7 +506,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         items = tuple(
             # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
             # own: itself, not a hidden state that makes the class a key equal to nothing.
-            (k, Namespace(v) if k == "_abc_impl" else key(v, ctx, False))
+            (k, Namespace(v) if k == "_abc_impl" or k in made else key(v, ctx, False))
             for k, v in d.items()
             if k not in IGNORED_ATTRS
             and k not in skip
@@ -509,6 +519,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
 
 
+_NAMEDTUPLE_MADE = frozenset({"_fields", "_field_defaults"})
 # A member's bookkeeping that says nothing its name in the class does not: its class (keyed
 # already, and the member's key would be in terms of itself) and its place among the members.
 _MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
