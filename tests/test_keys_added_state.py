@@ -4,6 +4,8 @@ class, watched: two objects that compute differently never share a key, a progra
 instance, and a change that the trace reads is seen."""
 
 import dataclasses
+import functools as ft
+import weakref
 from typing import NamedTuple
 
 import equinox as eqx
@@ -169,3 +171,60 @@ def test_a_namedtuple_reached_through_a_closure_keys_its_class():
     # Values of one class still share: equal NamedTuples, rebuilt.
     assert es.stable_key(_Pair(1.0)) == es.stable_key(_Pair(1.0))
     assert es.intern(_Pair(4.0)) is es.intern(_Pair(4.0))
+
+
+_SUB_SCALE = 2.0
+
+
+class _ScaledPartial(ft.partial):
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs) * _SUB_SCALE
+
+
+class _Factors(frozenset):
+    def factor(self):
+        return _SUB_SCALE
+
+
+class _Ref(weakref.ref):
+    __slots__ = ("scale",)
+
+
+def _identity(x):
+    return x
+
+
+@pytest.mark.counts_traces
+def test_subclasses_with_methods_of_their_own_key_their_class():
+    global _SUB_SCALE
+    traces = 0
+
+    def call(x, fn):
+        nonlocal traces
+        traces += 1
+        return fn(x)
+
+    jcall = es.filter_jit(call)
+    jfactor = es.filter_jit(lambda x, s: x * s.factor())
+    p, fs = _ScaledPartial(_identity), _Factors({1})
+    try:
+        assert float(jcall(ONE, p)) == 2.0 and float(jfactor(ONE, fs)) == 2.0
+        _SUB_SCALE = 3.0
+        assert float(jcall(ONE, p)) == 3.0 and float(jfactor(ONE, fs)) == 3.0
+        # Rebuilt, equal: still shared.
+        assert float(jcall(ONE, _ScaledPartial(_identity))) == 3.0
+        assert traces == 2
+    finally:
+        _SUB_SCALE = 2.0
+    assert es.stable_key(_ScaledPartial(_identity)) == es.stable_key(_ScaledPartial(_identity))
+    assert es.intern(_Factors({4})) is es.intern(_Factors({4}))
+
+
+def test_a_weak_reference_subclass_keys_its_slots():
+    target = _Factors({1})
+    r = _Ref(target)
+    r.scale = 2.0
+    g = es.filter_jit(lambda x, ref: x * ref.scale)
+    assert float(g(ONE, r)) == 2.0
+    r.scale = 3.0
+    assert float(g(ONE, r)) == 3.0

@@ -34,6 +34,8 @@ from ._origin import (
 )
 from ._types import FunctionKey, Namespace
 from ._values import (
+    added_state,
+    class_part,
     dict_state,
     extra_attrs,
     impure_library,
@@ -422,12 +424,13 @@ def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
     ctx.states.append((p, _partial_state, _partial_state(p)))
     if p.keywords or owns_data(p):
         ctx.own_eq = True
+    # A subclass (one with a `__call__` of its own) is keyed as a class: its methods run.
     return (
-        type(p),
+        class_part(type(p), ctx),
         key(p.func, ctx, False),
         key(p.args, ctx, False),
         tuple((k, key(v, ctx, False)) for k, v in p.keywords.items()),
-        extra_attrs(p, ctx),
+        added_state(p, ctx),
     )
 
 

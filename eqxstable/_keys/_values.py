@@ -38,7 +38,11 @@ def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
-    return (type(obj), dtype_key(obj.dtype), obj.tobytes())
+    t = type(obj)
+    if library_class(t):
+        return (t, dtype_key(obj.dtype), obj.tobytes())
+    # A user's subclass: its methods run in the trace, its attributes are read.
+    return (class_part(t, ctx), dtype_key(obj.dtype), obj.tobytes(), added_state(obj, ctx))
 
 
 @ft.lru_cache(maxsize=1024)
@@ -124,7 +128,11 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     if frozen is not None:
         return frozen
     items = tuple([key(x, ctx, content_ok) for x in obj])
-    return (type(obj), items, extra_attrs(obj, ctx))
+    t = type(obj)
+    if t is frozenset:
+        return (t, items)
+    # A subclass: its methods run in the trace, and it may hold attributes and slots.
+    return (class_part(t, ctx), items, added_state(obj, ctx))
 
 
 @compound
