@@ -506,19 +506,24 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         skip = _enum_made(c)
         # A NamedTuple's bookkeeping (its field names and defaults), made by its class body:
         # the objects it holds, never walked (a dict of defaults would name the class by identity).
-        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else ()
-        # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
-        # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
-        # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
-        # wrapped with a `set` of its own for `__repr__`) add nothing the fields do not say.
+        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else _ABC_MADE
+        # Dunder data (`__dataclass_fields__`, `__slots__`, `__match_args__`) is derived from
+        # the class body, and methods that `dataclasses` generates from the fields (compiled
+        # from "<string>", and wrapped with a `set` of its own for `__repr__`) add nothing the
+        # fields do not say: each is the object the class holds, never walked, so that
+        # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
+        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed.
         items = tuple(
             # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
             # own: itself, not a hidden state that makes the class a key equal to nothing.
-            (k, Namespace(v) if k == "_abc_impl" or k in made else key(v, ctx, False))
+            (
+                k,
+                Namespace(v)
+                if k == "_abc_impl" or k in made or _held(k, v)
+                else key(v, ctx, False),
+            )
             for k, v in d.items()
-            if k not in IGNORED_ATTRS
-            and k not in skip
-            and not (_dunder(k) and (not callable(v) or generated(v)))
+            if k not in IGNORED_ATTRS and k not in skip
         )
         out.append((Namespace(c), items, _members(c, ctx)))
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
@@ -527,7 +532,8 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
 
 
-_NAMEDTUPLE_MADE = frozenset({"_fields", "_field_defaults"})
+_ABC_MADE = frozenset({"_abc_impl"})
+_NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
 # A member's bookkeeping that says nothing its name in the class does not: its class (keyed
 # already, and the member's key would be in terms of itself) and its place among the members.
 _MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
@@ -596,6 +602,12 @@ def generated(f: Any) -> bool:
 
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
+
+
+def _held(name: str, v: Any) -> bool:
+    """Whether a class keys the entry `name` by the object it holds: dunder data, and the
+    dunder methods `dataclasses` generates."""
+    return _dunder(name) and (not callable(v) or generated(v))
 
 
 def _class_state(c: type) -> tuple:
