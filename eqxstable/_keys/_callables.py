@@ -135,16 +135,25 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     return tuple(out)
 
 
-def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx) -> Any:
-    """The key of what a function reads through the global `name`."""
+def _global(
+    namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx, table: dict
+) -> Any:
+    """The key of what a function reads through the global `name`, falling back on its builtins
+    `table` as Python does."""
     value = namespace.get(name, MISSING)
     ctx.names.append((namespace, name, value))
     if value is MISSING:
-        # A builtin (the standard library is constant); defining the global later is seen.
-        found = getattr(builtins, name, None)
-        if found is not None and not pure_library(found):
+        # A builtin: defining the global later is seen, and so is rebinding the builtin
+        # (`builtins.SCALE = 3.0`), watched in the function's own builtins.
+        found = table.get(name, MISSING)
+        ctx.names.append((table, name, found))
+        if found is not MISSING and not library_code_object(found):
+            # Not code (`builtins.SCALE = 2.0`, a user's function): data the program bound,
+            # keyed as a global is.
+            return key(found, ctx, False)
+        if found is not MISSING and not pure_library(found):
             return impure_library(found, ctx)  # `open`, `input`
-        return ("builtin", name, Namespace(found))
+        return ("builtin", name, Namespace(None if found is MISSING else found))
     if attrs is not None and isinstance(value, types.ModuleType):
         return _module_attrs(value, attrs, ctx)
     if isinstance(value, type) and library_class(value) and not pure_library(value):
@@ -371,7 +380,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         r = reads(code)
         names = r.names
         counters = global_counters(code)
-        looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
+        table = f.__builtins__
+        looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
         dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
         if dynamic:
             # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
@@ -381,7 +391,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         globals_read = tuple(
             (name, _COUNTER)
             if name in counters and type(f.__globals__.get(name)) in (int, float)
-            else (name, _global(f.__globals__, name, r.attrs.get(name), ctx))
+            else (name, _global(f.__globals__, name, r.attrs.get(name), ctx, table))
             for name in names
         )
         bindings = imports(code)
