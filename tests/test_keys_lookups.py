@@ -64,3 +64,27 @@ def test_a_python_builtin_rebound():
     finally:
         builtins.bin = original
     assert float(jf(ONE)) == 4.0
+
+
+class _Served(dict):
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+    def __missing__(self, name):
+        return self.source[name]
+
+
+def test_globals_that_are_not_a_dict_serve_names_no_key_sees():
+    source = {"FIX7K_LR": 2.0}
+    namespace = _Served(source)
+    namespace["__builtins__"] = builtins
+    exec(compile("def h(x):\n    return x * FIX7K_LR\n", "<user>", "exec"), namespace)
+    h = namespace["h"]
+    jh = es.filter_jit(h)
+    assert float(jh(ONE)) == 2.0
+    source["FIX7K_LR"] = 3.0
+    assert float(jh(ONE)) == 3.0
+    # Rebuilt from the same source, never shared with another: each is a key equal to nothing.
+    exec(compile("def h(x):\n    return x * FIX7K_LR\n", "<user>", "exec"), namespace)
+    assert es.stable_key(namespace["h"]) != es.stable_key(h)

@@ -379,8 +379,15 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     if not library:
         r = reads(code)
         names = r.names
-        counters = global_counters(code)
         table = f.__builtins__
+        if (names or imports(code)) and (
+            type(f.__globals__) is not dict or type(table) is not dict
+        ):
+            # Python reads globals and builtins that are not exactly a `dict` through their own
+            # `__getitem__` (a subclass's `__missing__` may serve any name, from anywhere): what
+            # it returns no key can see, so the function is a key equal to nothing.
+            return too_deep(f, ctx)
+        counters = global_counters(code)
         looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
         dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
         if dynamic:
