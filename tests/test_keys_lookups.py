@@ -4,6 +4,7 @@ function on a library submodule. Each is keyed by what the trace reads, or makes
 equal to nothing; never a stale program."""
 
 import builtins
+import types
 
 import jax.numpy as jnp
 import pytest
@@ -88,3 +89,61 @@ def test_globals_that_are_not_a_dict_serve_names_no_key_sees():
     # Rebuilt from the same source, never shared with another: each is a key equal to nothing.
     exec(compile("def h(x):\n    return x * FIX7K_LR\n", "<user>", "exec"), namespace)
     assert es.stable_key(namespace["h"]) != es.stable_key(h)
+
+
+def _module_with_a_property(name: str, state: dict) -> types.ModuleType:
+    # The PEP 549 idiom, `sys.modules[__name__].__class__ = M`, on a module of the user's.
+    module = types.ModuleType(name)
+    module.__file__ = f"/nowhere/{name}.py"
+
+    class Served(types.ModuleType):
+        @property
+        def LR(self):
+            return state["lr"]
+
+    module.__class__ = Served
+    module.STEP = 1.0  # pyright: ignore[reportAttributeAccessIssue]
+    return module
+
+
+def test_a_module_whose_class_serves_an_attribute():
+    state = {"lr": 2.0}
+    cfg = _module_with_a_property("fix7k_cfg", state)
+
+    def f(x):
+        return x * cfg.LR  # pyright: ignore[reportAttributeAccessIssue]
+
+    def whole(x):
+        return x * _read(cfg)
+
+    jf, jw = es.filter_jit(f), es.filter_jit(whole)
+    assert float(jf(ONE)) == 2.0 and float(jw(ONE)) == 2.0
+    state["lr"] = 3.0
+    assert float(jf(ONE)) == 3.0 and float(jw(ONE)) == 3.0
+
+
+_CFG = _module_with_a_property("fix7k_cfg2", {"lr": 2.0})
+
+
+def _read(module):
+    return module.LR
+
+
+@pytest.mark.counts_traces
+def test_a_module_whose_class_serves_nothing_read_still_shares():
+    # Its class is keyed and watched: a property added to it later is seen.
+    traces = 0
+
+    def make():
+        def f(x):
+            nonlocal traces
+            traces += 1
+            return x * _CFG.STEP  # pyright: ignore[reportAttributeAccessIssue]
+
+        return f
+
+    jitted = [es.filter_jit(make()) for _ in range(2)]
+    assert [float(j(ONE)) for j in jitted] == [1.0, 1.0]
+    assert traces == 1
+    type(_CFG).STEP = property(lambda self: 5.0)  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(jitted[0](ONE)) == 5.0

@@ -42,6 +42,7 @@ from ._values import (
     mutable,
     own_eq,
     owns_data,
+    served_by_class,
     slots_of,
     unreadable,
 )
@@ -235,6 +236,14 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     d = m.__dict__
     library = library_module(m)
     parts = []
+    t = type(m)
+    if t is not types.ModuleType:
+        # Its class may serve the attribute instead of its dict (a property, the PEP 549 idiom
+        # `sys.modules[__name__].__class__ = M`): what it computes no key sees. The class is
+        # keyed (a user's: watched), so a property added later is seen.
+        if any(served_by_class(t, attr) for attr in attrs):
+            return too_deep(m, ctx)
+        parts.append(("__class__", key(t, ctx, False)))
     for attr in attrs:
         v = d.get(attr, MISSING)
         if library and v is not MISSING and library_code_object(v):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, frozen_part, identity, key
+from ._context import compound, Ctx, frozen_part, identity, key, too_deep
 from ._origin import library_class, library_module, own_class, pure_library
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
@@ -616,6 +616,21 @@ def _class_state(c: type) -> tuple:
     return (c.__bases__, c.__name__, c.__qualname__, type(c), size(len(d)), *d.values())
 
 
+def served_by_class(t: type, attr: str | None) -> bool:
+    """Whether the class `t` of a module, a subclass of `ModuleType`, may serve the attribute
+    `attr` (`None`: any attribute but dunders) in place of the module's dict: it holds an
+    attribute of that name (a property), or a `__getattribute__` or `__getattr__` of its own."""
+    for c in t.__mro__:
+        if c is types.ModuleType or c is object:
+            continue
+        d = c.__dict__
+        if "__getattribute__" in d or "__getattr__" in d:
+            return True
+        if attr in d if attr is not None else any(not (k[:2] == "__" == k[-2:]) for k in d):
+            return True
+    return False
+
+
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
     if library_module(m):
         # Read whole by a reader (a global used other than as `m.attr`, a cell, an attribute of
@@ -628,10 +643,17 @@ def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def user_module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
-    """A module of the user's own, read whole (passed on, not just `m.attr`): every name in it."""
+    """A module of the user's own, read whole (passed on, not just `m.attr`): every name in it,
+    and its class where that is not `ModuleType`; one whose class may serve names in place of
+    its dict is a key equal to nothing."""
+    t = type(m)
+    if t is not types.ModuleType and served_by_class(t, None):
+        return too_deep(m, ctx)
     d = m.__dict__
     ctx.states.append((d, dict_state, dict_state(d)))
     items = tuple((k, key(v, ctx, False)) for k, v in d.items() if not k.startswith("__"))
+    if t is not types.ModuleType:
+        return ("module", Namespace(m), items, key(t, ctx, False))
     return ("module", Namespace(m), items)
 
 
