@@ -6,6 +6,7 @@ equal to nothing; never a stale program."""
 import builtins
 import types
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -147,3 +148,37 @@ def test_a_module_whose_class_serves_nothing_read_still_shares():
     assert traces == 1
     type(_CFG).STEP = property(lambda self: 5.0)  # pyright: ignore[reportAttributeAccessIssue]
     assert float(jitted[0](ONE)) == 5.0
+
+
+_ACT_SCALE = 2.0
+
+
+def _act(x):
+    return x * _ACT_SCALE
+
+
+@pytest.mark.counts_traces
+def test_a_user_function_on_a_library_submodule():
+    global _ACT_SCALE
+    traces = 0
+
+    def make():
+        def f(x):
+            nonlocal traces
+            traces += 1
+            return jax.nn.fix7k_act(x) + jax.nn.relu(x) * 0  # pyright: ignore[reportAttributeAccessIssue]
+
+        return f
+
+    jax.nn.fix7k_act = _act  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        jf = es.filter_jit(make())
+        assert float(jf(ONE)) == 2.0
+        _ACT_SCALE = 3.0
+        assert float(jf(ONE)) == 3.0
+        # Rebuilt: still shared (the library's own code, `jax.nn.relu`, is constant).
+        assert float(es.filter_jit(make())(ONE)) == 3.0
+        assert traces == 2
+    finally:
+        del jax.nn.fix7k_act  # pyright: ignore[reportAttributeAccessIssue]
+        _ACT_SCALE = 2.0

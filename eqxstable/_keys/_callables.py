@@ -17,6 +17,7 @@ from ._code import (
     counter_cells,
     global_counters,
     lone_cell,
+    Reads,
     reads,
     reads_namespaces,
     sealed_cells,
@@ -136,11 +137,10 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     return tuple(out)
 
 
-def _global(
-    namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx, table: dict
-) -> Any:
+def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
     """The key of what a function reads through the global `name`, falling back on its builtins
     `table` as Python does."""
+    attrs = r.attrs.get(name)
     value = namespace.get(name, MISSING)
     ctx.names.append((namespace, name, value))
     if value is MISSING:
@@ -156,7 +156,7 @@ def _global(
             return impure_library(found, ctx)  # `open`, `input`
         return ("builtin", name, Namespace(None if found is MISSING else found))
     if attrs is not None and isinstance(value, types.ModuleType):
-        return _module_attrs(value, attrs, ctx)
+        return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
     if isinstance(value, type) and library_class(value) and not pure_library(value):
         # A library class read by the function: its class methods may read library state
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
@@ -227,7 +227,9 @@ def _library_data(v: Any, ctx: Ctx) -> Any:
     return too_deep(v, ctx)
 
 
-def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
+def _module_attrs(
+    m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx, deep: tuple[tuple[str, ...], ...] = ()
+) -> Any:
     """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
     `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
     `jax.nn`) is constant and left out; its data (`os.environ`, `sys.argv`) is keyed as what it
@@ -247,6 +249,14 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     for attr in attrs:
         v = d.get(attr, MISSING)
         if library and v is not MISSING and library_code_object(v):
+            further = tuple(c[1:] for c in deep if c[0] == attr and len(c) > 1)
+            if further and isinstance(v, types.ModuleType):
+                # `jax.nn.myact`: a library submodule is code, but what is read from it may be
+                # the user's (a function assigned to it), keyed as any module attribute is.
+                inner = _module_attrs(v, tuple(sorted({c[0] for c in further})), ctx, further)
+                if type(inner) is not Namespace:
+                    parts.append((attr, inner))
+                continue
             if pure_library(v):
                 continue
             # `os.getenv`, `np.get_printoptions`, `np.random` (then `.rand`): what it reads when
@@ -407,7 +417,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         globals_read = tuple(
             (name, _COUNTER)
             if name in counters and type(f.__globals__.get(name)) in (int, float)
-            else (name, _global(f.__globals__, name, r.attrs.get(name), ctx, table))
+            else (name, _global(f.__globals__, name, r, ctx, table))
             for name in names
         )
         bindings = imports(code)
