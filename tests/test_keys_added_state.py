@@ -228,3 +228,37 @@ def test_a_weak_reference_subclass_keys_its_slots():
     assert float(g(ONE, r)) == 2.0
     r.scale = 3.0
     assert float(g(ONE, r)) == 3.0
+
+
+class _SlottedPartial(ft.partial):
+    __slots__ = ("scale",)
+
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs) * self.scale
+
+
+class _SlottedSet(frozenset):
+    __slots__ = ("scale",)
+
+
+def _slotted_partial(scale: float) -> _SlottedPartial:
+    out = _SlottedPartial(_identity)
+    out.scale = scale
+    return out
+
+
+def _slotted_set(scale: float) -> _SlottedSet:
+    out = _SlottedSet({1})
+    out.scale = scale
+    return out
+
+
+def test_slots_a_partial_or_frozenset_subclass_adds_are_never_substituted():
+    first, other = _slotted_partial(2.0), _slotted_partial(3.0)
+    assert es.intern(first) is first and es.intern(other) is other
+    assert float(es.intern(_slotted_partial(3.0))(1.0)) == 3.0
+    a, b = _slotted_set(2.0), _slotted_set(3.0)
+    assert es.intern(a) is a and es.intern(b) is b
+    assert es.stable_key(_slotted_set(2.0)) == es.stable_key(_slotted_set(2.0))
+    g = es.filter_jit(lambda x, f: f(x))
+    assert [float(g(ONE, _slotted_partial(s))) for s in (7.0, 8.0)] == [7.0, 8.0]
