@@ -182,3 +182,32 @@ def test_a_user_function_on_a_library_submodule():
     finally:
         del jax.nn.fix7k_act  # pyright: ignore[reportAttributeAccessIssue]
         _ACT_SCALE = 2.0
+
+
+def test_a_module_attribute_absent_then_served():
+    cfg = types.ModuleType("fix7k_optional")
+    cfg2 = types.ModuleType("fix7k_optional2")
+    namespace = {"cfg": cfg, "cfg2": cfg2}
+    source = (
+        "def f(x):\n"
+        "    try:\n"
+        "        s = cfg.LR\n"
+        "    except AttributeError:\n"
+        "        s = 1.0\n"
+        "    return x * s\n"
+        "def g(x):\n"
+        "    return x * getattr(cfg2, 'LR', 1.0) + x * (cfg2.LR if hasattr(cfg2, 'LR') else 0.0)\n"
+    )
+    exec(compile(source, "<user>", "exec"), namespace)
+    jf = es.filter_jit(namespace["f"])  # pyright: ignore[reportArgumentType]
+    assert float(jf(ONE)) == 1.0
+    cfg.__getattr__ = lambda name: 5.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(jf(ONE)) == 5.0
+
+    class Served(types.ModuleType):
+        LR = 4.0
+
+    jg = es.filter_jit(namespace["g"])  # pyright: ignore[reportArgumentType]
+    assert float(jg(ONE)) == 1.0
+    cfg2.__class__ = Served
+    assert float(jg(ONE)) == 8.0

@@ -40,6 +40,7 @@ from ._values import (
     dict_state,
     extra_attrs,
     impure_library,
+    module_class,
     mutable,
     own_eq,
     owns_data,
@@ -271,6 +272,10 @@ def _module_attrs(
             return too_deep(m, ctx) if library else key(m, ctx, False)
         ctx.names.append((d, attr, v))
         if v is MISSING:
+            # Absent now: a `__getattr__` defined later, or a class swapped in that serves it,
+            # would answer the same read, so both are watched.
+            ctx.names.append((d, "__getattr__", MISSING))
+            ctx.states.append((m, module_class, module_class(m)))
             parts.append((attr, MISSING))
         elif library and _library_state(v):
             parts.append((attr, _library_data(v, ctx)))

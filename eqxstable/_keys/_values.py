@@ -631,6 +631,11 @@ def served_by_class(t: type, attr: str | None) -> bool:
     return False
 
 
+def module_class(m: types.ModuleType) -> tuple:
+    # `m.__class__ = M` can make a class serve names the module's dict does not hold.
+    return (type(m),)
+
+
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
     if library_module(m):
         # Read whole by a reader (a global used other than as `m.attr`, a cell, an attribute of
@@ -651,6 +656,7 @@ def user_module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
         return too_deep(m, ctx)
     d = m.__dict__
     ctx.states.append((d, dict_state, dict_state(d)))
+    ctx.states.append((m, module_class, module_class(m)))
     items = tuple((k, key(v, ctx, False)) for k, v in d.items() if not k.startswith("__"))
     if t is not types.ModuleType:
         return ("module", Namespace(m), items, key(t, ctx, False))
