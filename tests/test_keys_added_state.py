@@ -262,3 +262,41 @@ def test_slots_a_partial_or_frozenset_subclass_adds_are_never_substituted():
     assert es.stable_key(_slotted_set(2.0)) == es.stable_key(_slotted_set(2.0))
     g = es.filter_jit(lambda x, f: f(x))
     assert [float(g(ONE, _slotted_partial(s))) for s in (7.0, 8.0)] == [7.0, 8.0]
+
+
+_LIST_SCALE = 2.0
+
+
+class _Widths(list):
+    def scale(self):
+        return _LIST_SCALE
+
+
+class _Table(dict):
+    pass
+
+
+def test_container_subclasses_key_their_class_attributes_and_c_fields():
+    global _LIST_SCALE
+    import collections
+
+    table = collections.defaultdict(lambda: 2.0)
+    f = es.filter_jit(lambda x: x * table["k"])
+    assert float(f(ONE)) == 2.0
+    table.default_factory = lambda: 3.0
+    table.pop("k")
+    assert float(f(ONE)) == 3.0
+    widths = _Widths([1.0])
+    g = es.filter_jit(lambda x: x * widths.scale())
+    try:
+        assert float(g(ONE)) == 2.0
+        _LIST_SCALE = 3.0
+        assert float(g(ONE)) == 3.0
+    finally:
+        _LIST_SCALE = 2.0
+    held = _Table(a=1)
+    held.scale = 2.0  # pyright: ignore[reportAttributeAccessIssue]
+    h = es.filter_jit(lambda x, d: x * d.scale)
+    assert float(h(ONE, held)) == 2.0
+    held.scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(h(ONE, held)) == 3.0

@@ -317,7 +317,38 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
         contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
-    return MutableKey(Identity(obj), (type(obj), contents))
+        return MutableKey(Identity(obj), (type(obj), contents))
+    t = type(obj)
+    if t not in _BASES:
+        # A subclass: its methods run in the trace, it may hold attributes and slots, and a
+        # library's may hold C fields (`defaultdict.default_factory`), all keyed and watched.
+        fields = c_fields(t)
+        if fields:
+            ctx.states.append((obj, _c_state, _c_state(obj)))
+        c_parts = tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in fields])
+        contents = (contents, class_part(t, ctx), added_state(obj, ctx), c_parts)
+    return MutableKey(Identity(obj), (t, contents))
+
+
+_BASES = frozenset({list, dict, set, bytearray})
+
+
+@ft.cache
+def c_fields(t: type) -> tuple[str, ...]:
+    """The fields a library class's C code declares (member and attribute descriptors of its
+    own, such as `defaultdict.default_factory`), below the builtin container it extends."""
+    return tuple(
+        name
+        for c in t.__mro__
+        if c not in _BASES and c is not object and library_class(c)
+        for name, d in vars(c).items()
+        if type(d) in (types.MemberDescriptorType, types.GetSetDescriptorType)
+        and name not in ("__dict__", "__weakref__")
+    )
+
+
+def _c_state(obj: Any) -> tuple:
+    return tuple([getattr(obj, n, MISSING) for n in c_fields(type(obj))])
 
 
 mutable = compound(_mutable)
