@@ -211,3 +211,24 @@ def test_a_module_attribute_absent_then_served():
     assert float(jg(ONE)) == 1.0
     cfg2.__class__ = Served
     assert float(jg(ONE)) == 8.0
+
+
+def _private_scale(module, x):
+    return x * getattr(module, "__scale")
+
+
+def test_names_starting_with_two_underscores_are_keyed():
+    cfg = types.ModuleType("fix7k_private")
+    setattr(cfg, "__scale", 2.0)
+    f = es.filter_jit(lambda x: _private_scale(cfg, x))
+    assert float(f(ONE)) == 2.0
+    setattr(cfg, "__scale", 3.0)
+    assert float(f(ONE)) == 3.0
+    namespace: dict = {"__scale": 2.0}
+    exec(compile("def g(x):\n    return x * globals()['__scale']\n", "<user>", "exec"), namespace)
+    g = es.filter_jit(namespace["g"])  # pyright: ignore[reportArgumentType]
+    assert float(g(ONE)) == 2.0
+    namespace["__scale"] = 3.0
+    assert float(g(ONE)) == 3.0
+    namespace["__version__"] = "2"
+    assert float(g(ONE)) == 3.0

@@ -39,6 +39,7 @@ from ._values import (
     class_part,
     dict_state,
     extra_attrs,
+    IMPORT_MADE,
     impure_library,
     module_class,
     mutable,
@@ -415,8 +416,9 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
         dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
         if dynamic:
-            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
-            names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
+            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed
+            # (the import system's own objects aside, as for a module read whole).
+            names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
             names = tuple(dict.fromkeys(names))
             counters = frozenset()
         globals_read = tuple(

@@ -662,6 +662,9 @@ def served_by_class(t: type, attr: str | None) -> bool:
     return False
 
 
+IMPORT_MADE = frozenset({"__spec__", "__loader__", "__builtins__"})
+
+
 def module_class(m: types.ModuleType) -> tuple:
     # `m.__class__ = M` can make a class serve names the module's dict does not hold.
     return (type(m),)
@@ -688,7 +691,9 @@ def user_module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
     d = m.__dict__
     ctx.states.append((d, dict_state, dict_state(d)))
     ctx.states.append((m, module_class, module_class(m)))
-    items = tuple((k, key(v, ctx, False)) for k, v in d.items() if not k.startswith("__"))
+    # Every name by value, a private `__scale` and `__version__` too, but the import system's
+    # own objects (made afresh by `importlib.reload`): the builtins are read as builtins.
+    items = tuple((k, key(v, ctx, False)) for k, v in d.items() if k not in IMPORT_MADE)
     if t is not types.ModuleType:
         return ("module", Namespace(m), items, key(t, ctx, False))
     return ("module", Namespace(m), items)
