@@ -125,3 +125,37 @@ def test_a_class_renamed_or_rebased_is_another_key():
     assert es.stable_key(C) != before
     C.__bases__ = (Other,)
     assert float(wrapper(jnp.float32(1.0))["D"]) == 3.0
+
+
+class _Matched:
+    __match_args__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 2.0
+        self.b = 3.0
+
+
+@pytest.mark.counts_traces
+def test_dunder_data_of_a_class_reassigned():
+    # `match` reads `__match_args__`, class data no method holds: reassigning it is a new key.
+    traces = 0
+
+    def f(x, p):
+        nonlocal traces
+        traces += 1
+        match p:
+            case _Matched(u, v):  # pyright: ignore[reportGeneralTypeIssues]
+                return x * u + 0 * v
+        return x
+
+    jf = es.filter_jit(f)
+    p = _Matched()
+    one = jnp.float32(1.0)
+    try:
+        assert float(jf(one, p)) == 2.0
+        _Matched.__match_args__ = ("b", "a")  # pyright: ignore[reportAttributeAccessIssue]
+        assert float(jf(one, p)) == 3.0
+        assert float(jf(one, p)) == 3.0
+        assert traces == 2
+    finally:
+        _Matched.__match_args__ = ("a", "b")  # pyright: ignore[reportAttributeAccessIssue]

@@ -17,6 +17,7 @@ from ._code import (
     counter_cells,
     global_counters,
     lone_cell,
+    Reads,
     reads,
     reads_namespaces,
     sealed_cells,
@@ -34,12 +35,17 @@ from ._origin import (
 )
 from ._types import FunctionKey, Namespace
 from ._values import (
+    added_state,
+    class_part,
     dict_state,
     extra_attrs,
+    IMPORT_MADE,
     impure_library,
+    module_class,
     mutable,
     own_eq,
     owns_data,
+    served_by_class,
     slots_of,
     unreadable,
 )
@@ -133,18 +139,26 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     return tuple(out)
 
 
-def _global(namespace: dict, name: str, attrs: tuple[str, ...] | None, ctx: Ctx) -> Any:
-    """The key of what a function reads through the global `name`."""
+def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
+    """The key of what a function reads through the global `name`, falling back on its builtins
+    `table` as Python does."""
+    attrs = r.attrs.get(name)
     value = namespace.get(name, MISSING)
     ctx.names.append((namespace, name, value))
     if value is MISSING:
-        # A builtin (the standard library is constant); defining the global later is seen.
-        found = getattr(builtins, name, None)
-        if found is not None and not pure_library(found):
+        # A builtin: defining the global later is seen, and so is rebinding the builtin
+        # (`builtins.SCALE = 3.0`), watched in the function's own builtins.
+        found = table.get(name, MISSING)
+        ctx.names.append((table, name, found))
+        if found is not MISSING and not library_code_object(found):
+            # Not code (`builtins.SCALE = 2.0`, a user's function): data the program bound,
+            # keyed as a global is.
+            return key(found, ctx, False)
+        if found is not MISSING and not pure_library(found):
             return impure_library(found, ctx)  # `open`, `input`
-        return ("builtin", name, Namespace(found))
+        return ("builtin", name, Namespace(None if found is MISSING else found))
     if attrs is not None and isinstance(value, types.ModuleType):
-        return _module_attrs(value, attrs, ctx)
+        return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
     if isinstance(value, type) and library_class(value) and not pure_library(value):
         # A library class read by the function: its class methods may read library state
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
@@ -215,7 +229,9 @@ def _library_data(v: Any, ctx: Ctx) -> Any:
     return too_deep(v, ctx)
 
 
-def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
+def _module_attrs(
+    m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx, deep: tuple[tuple[str, ...], ...] = ()
+) -> Any:
     """`K-module-attrs`: the attributes read from a module (`config.LR`, `os.environ`,
     `jnp.sin`), each by value (and `importlib.reload` is seen). A library module's code (`jnp.sin`,
     `jax.nn`) is constant and left out; its data (`os.environ`, `sys.argv`) is keyed as what it
@@ -224,9 +240,25 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
     d = m.__dict__
     library = library_module(m)
     parts = []
+    t = type(m)
+    if t is not types.ModuleType:
+        # Its class may serve the attribute instead of its dict (a property, the PEP 549 idiom
+        # `sys.modules[__name__].__class__ = M`): what it computes no key sees. The class is
+        # keyed (a user's: watched), so a property added later is seen.
+        if any(served_by_class(t, attr) for attr in attrs):
+            return too_deep(m, ctx)
+        parts.append(("__class__", key(t, ctx, False)))
     for attr in attrs:
         v = d.get(attr, MISSING)
         if library and v is not MISSING and library_code_object(v):
+            further = tuple(c[1:] for c in deep if c[0] == attr and len(c) > 1)
+            if further and isinstance(v, types.ModuleType):
+                # `jax.nn.myact`: a library submodule is code, but what is read from it may be
+                # the user's (a function assigned to it), keyed as any module attribute is.
+                inner = _module_attrs(v, tuple(sorted({c[0] for c in further})), ctx, further)
+                if type(inner) is not Namespace:
+                    parts.append((attr, inner))
+                continue
             if pure_library(v):
                 continue
             # `os.getenv`, `np.get_printoptions`, `np.random` (then `.rand`): what it reads when
@@ -241,6 +273,10 @@ def _module_attrs(m: types.ModuleType, attrs: tuple[str, ...], ctx: Ctx) -> Any:
             return too_deep(m, ctx) if library else key(m, ctx, False)
         ctx.names.append((d, attr, v))
         if v is MISSING:
+            # Absent now: a `__getattr__` defined later, or a class swapped in that serves it,
+            # would answer the same read, so both are watched.
+            ctx.names.append((d, "__getattr__", MISSING))
+            ctx.states.append((m, module_class, module_class(m)))
             parts.append((attr, MISSING))
         elif library and _library_state(v):
             parts.append((attr, _library_data(v, ctx)))
@@ -368,18 +404,27 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     if not library:
         r = reads(code)
         names = r.names
+        table = f.__builtins__
+        if (names or imports(code)) and (
+            type(f.__globals__) is not dict or type(table) is not dict
+        ):
+            # Python reads globals and builtins that are not exactly a `dict` through their own
+            # `__getitem__` (a subclass's `__missing__` may serve any name, from anywhere): what
+            # it returns no key can see, so the function is a key equal to nothing.
+            return too_deep(f, ctx)
         counters = global_counters(code)
-        looked_up = (f.__globals__.get(n, getattr(builtins, n, None)) for n in names)
+        looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
         dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
         if dynamic:
-            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed.
-            names = (*names, *(n for n in f.__globals__ if not n.startswith("__")))
+            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed
+            # (the import system's own objects aside, as for a module read whole).
+            names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
             names = tuple(dict.fromkeys(names))
             counters = frozenset()
         globals_read = tuple(
             (name, _COUNTER)
             if name in counters and type(f.__globals__.get(name)) in (int, float)
-            else (name, _global(f.__globals__, name, r.attrs.get(name), ctx))
+            else (name, _global(f.__globals__, name, r, ctx, table))
             for name in names
         )
         bindings = imports(code)
@@ -422,12 +467,13 @@ def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
     ctx.states.append((p, _partial_state, _partial_state(p)))
     if p.keywords or owns_data(p):
         ctx.own_eq = True
+    # A subclass (one with a `__call__` of its own) is keyed as a class: its methods run.
     return (
-        type(p),
+        class_part(type(p), ctx),
         key(p.func, ctx, False),
         key(p.args, ctx, False),
         tuple((k, key(v, ctx, False)) for k, v in p.keywords.items()),
-        extra_attrs(p, ctx),
+        added_state(p, ctx),
     )
 
 

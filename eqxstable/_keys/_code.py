@@ -26,6 +26,9 @@ class Reads(NamedTuple):
     # For each global read only as `name.attr` (a module's or class's attribute): those attributes.
     # A global used any other way (called, passed on) is absent here and read whole.
     attrs: dict[str, tuple[str, ...]]
+    # For such a global, the chains of two or more attributes read from it (`jax.nn.myact` is
+    # `("nn", "myact")`): what is read from a submodule, which may hold the user's own objects.
+    deep: dict[str, tuple[tuple[str, ...], ...]] = {}
 
 
 _reads: dict[int, tuple[weakref.ref, Reads]] = {}
@@ -48,6 +51,7 @@ def _nested(code: types.CodeType) -> list[types.CodeType]:
 def _compute_reads(code: types.CodeType) -> Reads:
     names: dict[str, None] = {}
     attrs: dict[str, set[str] | None] = {}
+    chains: dict[str, set[tuple[str, ...]]] = {}
     pending = [code]
     while pending:
         c = pending.pop()
@@ -63,12 +67,27 @@ def _compute_reads(code: types.CodeType) -> Reads:
                 seen = attrs.setdefault(name, set())
                 if seen is not None:
                     seen.add(nxt.argval)
+                chain = _chain(instructions, i + 1)
+                if len(chain) > 1:
+                    chains.setdefault(name, set()).add(chain)
             else:
                 attrs[name] = None  # used whole
     return Reads(
         tuple(names),
         {name: tuple(sorted(seen)) for name, seen in attrs.items() if seen is not None},
+        {name: tuple(sorted(c)) for name, c in chains.items() if attrs.get(name) is not None},
     )
+
+
+def _chain(instructions: list, at: int) -> tuple[str, ...]:
+    # Consecutive attribute loads each read from the object the one before returned.
+    out = []
+    while at < len(instructions) and instructions[at].opname in _ATTRS:
+        if not isinstance(instructions[at].argval, str):
+            break
+        out.append(instructions[at].argval)
+        at += 1
+    return tuple(out)
 
 
 def reads(code: types.CodeType) -> Reads:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._context import compound, Ctx, key, too_deep
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._values import dtype_key, object_state, slots_of, unreadable
+from ._values import added_state, class_part, dtype_key, object_state, slots_of, unreadable
 from ._watch import MISSING, size
 
 
@@ -184,7 +184,9 @@ def _buffer(obj: Any, ctx: Ctx, read: Callable[[Any], bytes], describe: Any) -> 
     ctx.identity = True
     data = read(obj)
     ctx.blobs.append((BytesOf(obj, read), data))
-    return MutableKey(Identity(obj), (type(obj), describe, data))
+    # A user's subclass (every ctypes `Structure`): its methods run, its attributes are read.
+    cls = class_part(type(obj), ctx)
+    return MutableKey(Identity(obj), (cls, describe, data, added_state(obj, ctx)))
 
 
 def _view_bytes(obj: Any) -> bytes:
@@ -263,7 +265,8 @@ def weak_ref(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # In a tuple: a `Watch` takes a bare weak reference for one of its own, and would follow it.
     box = (obj,)
     ctx.states.append((box, _alive, _alive(box)))
-    return MutableKey(Identity(obj), (type(obj), key(obj(), ctx, False)))
+    parts = (class_part(type(obj), ctx), key(obj(), ctx, False), added_state(obj, ctx))
+    return MutableKey(Identity(obj), parts)
 
 
 def weak_proxy(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

@@ -241,6 +241,8 @@ def resolve(t: type) -> Handler:
         return _EXACT[t]
     if issubclass(t, type):
         return _class  # K-user-class, K-library-code
+    if issubclass(t, types.ModuleType):
+        return v.module  # K-user-module, K-library-code: its class may serve names
     if issubclass(t, ft.partial):
         return c.partial  # K-partial
     if issubclass(t, enum.Enum):

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, frozen_part, identity, key
-from ._origin import library_class, library_module, pure_library
+from ._context import compound, Ctx, frozen_part, identity, key, too_deep
+from ._origin import library_class, library_module, own_class, pure_library
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import ArrayState, MISSING, size
@@ -38,7 +38,11 @@ def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
-    return (type(obj), dtype_key(obj.dtype), obj.tobytes())
+    t = type(obj)
+    if library_class(t):
+        return (t, dtype_key(obj.dtype), obj.tobytes())
+    # A user's subclass: its methods run in the trace, its attributes are read.
+    return (class_part(t, ctx), dtype_key(obj.dtype), obj.tobytes(), added_state(obj, ctx))
 
 
 @ft.lru_cache(maxsize=1024)
@@ -95,7 +99,14 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     # whatever `__eq__` the class defines. Only NamedTuples are rebuilt with read-only arrays.
     content_ok = content_ok and hasattr(obj, "_make")
     items = tuple([key(x, ctx, content_ok) for x in obj])
-    return (type(obj), items, extra_attrs(obj, ctx))
+    return (class_part(type(obj), ctx), items, extra_attrs(obj, ctx))
+
+
+def class_part(t: type, ctx: Ctx) -> Any:
+    """The class of an object keyed by value whose methods can run in the trace (a NamedTuple's
+    `__call__`, a partial subclass's): a user's class keyed as a class (`K-user-class`: what its
+    methods read is followed, its namespace watched), a library's by itself, a constant."""
+    return t if library_class(t) else key(t, ctx, False)
 
 
 @compound
@@ -117,7 +128,11 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     if frozen is not None:
         return frozen
     items = tuple([key(x, ctx, content_ok) for x in obj])
-    return (type(obj), items, extra_attrs(obj, ctx))
+    t = type(obj)
+    if t is frozenset:
+        return (t, items)
+    # A subclass: its methods run in the trace, and it may hold attributes and slots.
+    return (class_part(t, ctx), items, added_state(obj, ctx))
 
 
 @compound
@@ -125,17 +140,24 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """A subclass of `int`, `float`, `complex`, `str` or `bytes`: its exact type, the builtin
     value (never the subclass's own `==`) and its attributes."""
     # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
-    slots = slots_of(type(obj))
-    if slots:
-        ctx.states.append((obj, object_state, object_state(obj)))
-    state = (
-        extra_attrs(obj, ctx),
-        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
-    )
+    state = added_state(obj, ctx)
     for base in (bool, int, float, complex, str, bytes):
         if isinstance(obj, base):
             return (key(type(obj), ctx, False), key(base(obj), ctx, False), state)  # pyright: ignore
     return identity(obj, ctx)
+
+
+def added_state(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
+    """What an object holds beyond what its kind's row keys (`skip`: a dataclass's fields): its
+    attributes and the slots its class declares, each keyed as what it is, watched. A subclass
+    of a kind on the allowlist may add either; neither may be left out of its key."""
+    slots = [n for n in slots_of(type(obj)) if n not in skip]
+    if slots:
+        ctx.states.append((obj, object_state, object_state(obj)))
+    return (
+        extra_attrs(obj, ctx, skip=skip),
+        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+    )
 
 
 def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tuple:
@@ -176,15 +198,29 @@ _slot_names: dict[type, tuple[str, ...]] = {}
 
 
 def slots_of(cls: type) -> tuple[str, ...]:
+    """The names of the slots `cls` and its bases declare, as attributes are read: a single
+    string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
+    class body's own code reads it (`__x` in `C` is `_C__x`)."""
     names = _slot_names.get(cls)
     if names is None:
         names = _slot_names[cls] = tuple(
-            name
+            _mangled(c, name)
             for c in cls.__mro__
-            for name in getattr(c, "__slots__", ())
+            for name in _declared(c.__dict__.get("__slots__", ()))
             if isinstance(name, str) and name not in ("__dict__", "__weakref__")
         )
     return names
+
+
+def _declared(slots: Any) -> Any:
+    # As `type.__new__` reads `__slots__`: a `str` is one name, anything else is iterated.
+    return (slots,) if isinstance(slots, str) else slots
+
+
+def _mangled(c: type, name: str) -> str:
+    if name.startswith("__") and not name.endswith("__"):
+        return f"_{c.__name__.lstrip('_')}{name}"
+    return name
 
 
 def object_state(obj: Any) -> tuple:
@@ -281,7 +317,38 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.states.append((obj, object_state, object_state(obj)))
         slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
         contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
-    return MutableKey(Identity(obj), (type(obj), contents))
+        return MutableKey(Identity(obj), (type(obj), contents))
+    t = type(obj)
+    if t not in _BASES:
+        # A subclass: its methods run in the trace, it may hold attributes and slots, and a
+        # library's may hold C fields (`defaultdict.default_factory`), all keyed and watched.
+        fields = c_fields(t)
+        if fields:
+            ctx.states.append((obj, _c_state, _c_state(obj)))
+        c_parts = tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in fields])
+        contents = (contents, class_part(t, ctx), added_state(obj, ctx), c_parts)
+    return MutableKey(Identity(obj), (t, contents))
+
+
+_BASES = frozenset({list, dict, set, bytearray})
+
+
+@ft.cache
+def c_fields(t: type) -> tuple[str, ...]:
+    """The fields a library class's C code declares (member and attribute descriptors of its
+    own, such as `defaultdict.default_factory`), below the builtin container it extends."""
+    return tuple(
+        name
+        for c in t.__mro__
+        if c not in _BASES and c is not object and library_class(c)
+        for name, d in vars(c).items()
+        if type(d) in (types.MemberDescriptorType, types.GetSetDescriptorType)
+        and name not in ("__dict__", "__weakref__")
+    )
+
+
+def _c_state(obj: Any) -> tuple:
+    return tuple([getattr(obj, n, MISSING) for n in c_fields(type(obj))])
 
 
 mutable = compound(_mutable)
@@ -411,7 +478,10 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             values.append((name, dict, tuple((k, key(x, ctx, False)) for k, x in v.items())))
         else:
             values.append((name, key(v, ctx, False)))
-    return (key(t, ctx, False), tuple(values), extra_attrs(obj, ctx, skip=field_names(t)))
+    # A subclass may declare slots that are not fields (`class B(A): __slots__ = ("extra",)`).
+    # eqxstable's own compute with their fields alone, by design (a wrapper's counters).
+    skip = field_names(t) + slots_of(t) if own_class(t) else field_names(t)
+    return (key(t, ctx, False), tuple(values), added_state(obj, ctx, skip=skip))
 
 
 def _owns_dicts(t: type) -> bool:
@@ -448,14 +518,7 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # its `==`, written for its C state.
         return unreadable(obj, ctx)
     ctx.own_eq = True
-    slots = slots_of(t)
-    if slots:
-        ctx.states.append((obj, object_state, object_state(obj)))
-    state = (
-        extra_attrs(obj, ctx),
-        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
-    )
-    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), state)
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), added_state(obj, ctx))
 
 
 @compound
@@ -472,18 +535,26 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # cannot be reassigned; keying a member whole would only key it in terms of itself. What
         # a member holds (its value, its attributes) is keyed by `_members`.
         skip = _enum_made(c)
-        # Dunder data (`__dataclass_fields__`, `__slots__`, ...) is derived from the class body;
-        # dunder methods (`__call__`, `__add__`) are what a trace runs, and are kept.
-        # Methods that `dataclasses` generates from the fields (compiled from "<string>", and
-        # wrapped with a `set` of its own for `__repr__`) add nothing the fields do not say.
+        # A NamedTuple's bookkeeping (its field names and defaults), made by its class body:
+        # the objects it holds, never walked (a dict of defaults would name the class by identity).
+        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else _ABC_MADE
+        # Dunder data (`__dataclass_fields__`, `__slots__`, `__match_args__`) is derived from
+        # the class body, and methods that `dataclasses` generates from the fields (compiled
+        # from "<string>", and wrapped with a `set` of its own for `__repr__`) add nothing the
+        # fields do not say: each is the object the class holds, never walked, so that
+        # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
+        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed.
         items = tuple(
             # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
             # own: itself, not a hidden state that makes the class a key equal to nothing.
-            (k, Namespace(v) if k == "_abc_impl" else key(v, ctx, False))
+            (
+                k,
+                Namespace(v)
+                if k == "_abc_impl" or k in made or _held(k, v)
+                else key(v, ctx, False),
+            )
             for k, v in d.items()
-            if k not in IGNORED_ATTRS
-            and k not in skip
-            and not (_dunder(k) and (not callable(v) or generated(v)))
+            if k not in IGNORED_ATTRS and k not in skip
         )
         out.append((Namespace(c), items, _members(c, ctx)))
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
@@ -492,6 +563,8 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
 
 
+_ABC_MADE = frozenset({"_abc_impl"})
+_NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
 # A member's bookkeeping that says nothing its name in the class does not: its class (keyed
 # already, and the member's key would be in terms of itself) and its place among the members.
 _MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
@@ -562,10 +635,39 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
+def _held(name: str, v: Any) -> bool:
+    """Whether a class keys the entry `name` by the object it holds: dunder data, and the
+    dunder methods `dataclasses` generates."""
+    return _dunder(name) and (not callable(v) or generated(v))
+
+
 def _class_state(c: type) -> tuple:
     # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
     d = c.__dict__
     return (c.__bases__, c.__name__, c.__qualname__, type(c), size(len(d)), *d.values())
+
+
+def served_by_class(t: type, attr: str | None) -> bool:
+    """Whether the class `t` of a module, a subclass of `ModuleType`, may serve the attribute
+    `attr` (`None`: any attribute but dunders) in place of the module's dict: it holds an
+    attribute of that name (a property), or a `__getattribute__` or `__getattr__` of its own."""
+    for c in t.__mro__:
+        if c is types.ModuleType or c is object:
+            continue
+        d = c.__dict__
+        if "__getattribute__" in d or "__getattr__" in d:
+            return True
+        if attr in d if attr is not None else any(not (k[:2] == "__" == k[-2:]) for k in d):
+            return True
+    return False
+
+
+IMPORT_MADE = frozenset({"__spec__", "__loader__", "__builtins__"})
+
+
+def module_class(m: types.ModuleType) -> tuple:
+    # `m.__class__ = M` can make a class serve names the module's dict does not hold.
+    return (type(m),)
 
 
 def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
@@ -580,10 +682,20 @@ def module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def user_module(m: types.ModuleType, ctx: Ctx, content_ok: bool) -> Any:
-    """A module of the user's own, read whole (passed on, not just `m.attr`): every name in it."""
+    """A module of the user's own, read whole (passed on, not just `m.attr`): every name in it,
+    and its class where that is not `ModuleType`; one whose class may serve names in place of
+    its dict is a key equal to nothing."""
+    t = type(m)
+    if t is not types.ModuleType and served_by_class(t, None):
+        return too_deep(m, ctx)
     d = m.__dict__
     ctx.states.append((d, dict_state, dict_state(d)))
-    items = tuple((k, key(v, ctx, False)) for k, v in d.items() if not k.startswith("__"))
+    ctx.states.append((m, module_class, module_class(m)))
+    # Every name by value, a private `__scale` and `__version__` too, but the import system's
+    # own objects (made afresh by `importlib.reload`): the builtins are read as builtins.
+    items = tuple((k, key(v, ctx, False)) for k, v in d.items() if k not in IMPORT_MADE)
+    if t is not types.ModuleType:
+        return ("module", Namespace(m), items, key(t, ctx, False))
     return ("module", Namespace(m), items)
 
 
