@@ -83,11 +83,12 @@ class _Dead(Exception):
 
 
 def _same(now: Any, saved: Any) -> bool:
-    return (
-        now is saved
-        or (type(saved) is weakref.ref and saved() is now)
-        or (type(saved) is _Held and saved.obj is now)
-    )
+    # A dead weak reference returns `None`: it matches nothing, `None` included (a global
+    # rebound to `None` after its old value was collected is a change).
+    if type(saved) is weakref.ref:
+        then = saved()
+        return then is not None and then is now
+    return now is saved or (type(saved) is _Held and saved.obj is now)
 
 
 class Watch:
