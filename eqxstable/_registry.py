@@ -123,8 +123,18 @@ def _canonical_copy(obj: Any, depth: int = 0) -> Any:
         if type(obj) in (tuple, frozenset):
             return type(obj)(copies)
         if hasattr(obj, "_make"):
-            return obj._make(copies)  # pyright: ignore
+            return _with_state(obj, obj._make(copies))  # pyright: ignore
     return obj
+
+
+def _with_state(obj: Any, copy: Any) -> Any:
+    """`copy` given the instance `__dict__` of `obj`, which `_make` does not carry: a NamedTuple
+    subclass may have one (`q.scale = 2.0`), and its methods read it. (A tuple subclass cannot
+    declare slots.) Each attribute is set as the object itself: it is keyed as what it is."""
+    attrs = getattr(obj, "__dict__", None)
+    if attrs:
+        copy.__dict__.update(attrs)
+    return copy
 
 
 def intern(obj: _T) -> _T:
