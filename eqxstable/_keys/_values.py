@@ -518,7 +518,11 @@ def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # its `==`, written for its C state.
         return unreadable(obj, ctx)
     ctx.own_eq = True
-    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), added_state(obj, ctx))
+    # A typing form (`int | float`, `Union[...]`, `Literal[...]`) compares its arguments as a
+    # set, though `get_args` and iteration give them in order: they are keyed in order too.
+    args = getattr(obj, "__args__", None) if library_class(t) else None
+    order = key(args, ctx, False) if type(args) is tuple else None
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), added_state(obj, ctx), order)
 
 
 @compound
