@@ -7,6 +7,7 @@ Each handler here is a row of the table in `README.md` (its id is given in the d
 """
 
 import ctypes
+import decimal
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,8 +27,26 @@ from ._watch import MISSING, size
 
 def decimal_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-decimal`: sign, digits and exponent (`Decimal('1.00')` and `Decimal('1.0')` differ;
-    NaN, sNaN and infinities by their marker)."""
-    return (type(obj), obj.as_tuple())
+    NaN, sNaN and infinities by their marker), and the settings of the thread's decimal context,
+    watched: arithmetic on it in a trace reads them (`getcontext().prec = 2` rounds `1/3`)."""
+    ctx.states.append((decimal, decimal_context, decimal_context(decimal)))
+    return (type(obj), obj.as_tuple(), decimal_context(decimal))
+
+
+def decimal_context(_: Any) -> tuple:
+    """What of the thread's decimal context an operation's result depends on: precision,
+    rounding, exponent limits, `capitals`, `clamp` and which signals trap (never its `flags`,
+    which operations set). Each as one object per value, for a state compared with `is`."""
+    c = decimal.getcontext()
+    ints = (c.prec, c.Emin, c.Emax, c.capitals, c.clamp)
+    return (*(size(n) if n >= 0 else _negative(n) for n in ints), c.rounding, *c.traps.values())
+
+
+_negatives: dict[int, int] = {}
+
+
+def _negative(n: int) -> int:
+    return _negatives.setdefault(n, n)
 
 
 def fraction(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
