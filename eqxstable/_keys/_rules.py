@@ -258,7 +258,7 @@ def resolve(t: type) -> Handler:
         # trace (never a walk of the live trace it belongs to).
         return v.jax_array  # K-jax-array
     if issubclass(t, np.ndarray):
-        return v.mutable  # K-mutable: a subclass may add state of its own
+        return v.ndarray_subclass  # K-mutable: a subclass may add state of its own
     if issubclass(t, weakref.ref):
         return lib.weak_ref  # K-weakref (`WeakMethod`, `KeyedRef` too)
     if issubclass(t, lib.CTYPES):

@@ -433,6 +433,27 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     return MutableKey(Identity(obj), contents)
 
 
+@compound
+def ndarray_subclass(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-mutable`: a subclass of `np.ndarray` (`np.memmap`, `np.ma.MaskedArray`, a user's) is
+    itself, its bytes, shape and dtype watched as a reached array's are (read through a plain
+    view: a masked array's `tobytes` fills what it masks), its class keyed as a class (its
+    methods run in the trace) and its attributes (a mask, a file's map) and slots as what they
+    are. One with Python objects for items, or a C base that is not `np.ndarray`: `K-opaque`."""
+    t = type(obj)
+    if obj.dtype.hasobject or _c_base(t) is not np.ndarray:
+        return unreadable(obj, ctx)
+    plain = np.ndarray.view(obj, np.ndarray)
+    data = plain.tobytes()
+    ctx.identity = True
+    ctx.states.append((obj, object_state, object_state(obj)))
+    ctx.blobs.append((obj, ArrayState(plain, data)))
+    slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(t))
+    attrs = extra_attrs(obj, ctx, watched=True)
+    contents = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape, data, attrs, slots)
+    return MutableKey(Identity(obj), contents)
+
+
 def _object_state(a: np.ndarray) -> tuple:
     # The dtype object and the shape (`a.shape = (2, 1)` keeps the items), then the items
     # themselves, which an object array holds as references (`tolist` returns those very objects).
