@@ -9,13 +9,21 @@ itself, so where `==` raises it compares the structures alone: node types and ar
 
 from typing import Any
 
+from jax._src import tree_util as _tree_util
+
 from ._origin import library_class
 
 
-def walk(treedef: Any) -> tuple[tuple[type, ...], list, tuple]:
+# JAX's table of registered node types (private: `tests/test_keys_node_registry.py` checks
+# that it is there).
+_REGISTRY: dict = _tree_util._registry  # pyright: ignore
+
+
+def walk(treedef: Any) -> tuple[tuple[Any, ...], list, tuple]:
     """The node types of `treedef` defined in the user's code (an `eqx.Module` subclass, a
-    registered dataclass), the node data of every node that has some, in a fixed order, and its
-    shape without node data: each node's type and arity, a leaf as `None`, in the same order.
+    registered dataclass) and the flatten and unflatten registered for each, the node data of
+    every node that has some, in a fixed order, and its shape without node data: each node's
+    type and arity, a leaf as `None`, in the same order.
 
     A `dict` node's data is the list of its keys, made afresh by each flatten and never
     changed: it is given as a tuple, keyed by value with nothing to watch. Any other list in
@@ -36,10 +44,23 @@ def walk(treedef: Any) -> tuple[tuple[type, ...], list, tuple]:
             data.append(tuple(d) if t is dict and type(d) is list else d)
         if t not in found and isinstance(t, type) and not library_class(t):
             found[t] = None
+            # Its registered flatten and unflatten run in the trace too (the argument is
+            # rebuilt there): keyed beside the class, so the globals they read are followed.
+            for f in _registered(t):
+                found[f] = None
         children = node.children()
         shape.append((t, len(children)))
         pending.extend(children)
     return tuple(found), data, tuple(shape)
+
+
+def _registered(t: type) -> tuple:
+    """The functions JAX's pytree registry holds for the node type `t` (`to_iter`, `from_iter`):
+    not in the class's namespace, yet run by every flatten and unflatten of its instances."""
+    entry = _REGISTRY.get(t)
+    if entry is None:
+        return ()
+    return (entry.to_iter, entry.from_iter)
 
 
 def _shape(treedef: Any) -> Any:
