@@ -354,6 +354,14 @@ def _c_state(obj: Any) -> tuple:
 mutable = compound(_mutable)
 
 
+def _c_base(t: type) -> type:
+    """The nearest class in `t`'s MRO written in C (not a heap type): the one holding its state."""
+    return next(c for c in t.__mro__ if not c.__flags__ & _HEAPTYPE)
+
+
+_HEAPTYPE = 1 << 9
+
+
 @ft.cache
 def _fields_eq(cls: type) -> bool:
     """Whether `cls` is a dataclass whose `==` is the one `dataclasses` generated (its fields
@@ -564,8 +572,8 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # the objects it holds, never walked (a dict of defaults would name the class by identity).
         made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else _ABC_MADE
         # Dunder data (`__dataclass_fields__`, `__slots__`, `__match_args__`) is derived from
-        # the class body, and methods that `dataclasses` generates from the fields (compiled
-        # from "<string>", and wrapped with a `set` of its own for `__repr__`) add nothing the
+        # the class body, and methods that `dataclasses` generates from the fields (`generated`,
+        # and wrapped with a `set` of its own for `__repr__`) add nothing the
         # fields do not say: each is the object the class holds, never walked, so that
         # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
         # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed.
@@ -651,9 +659,16 @@ def _sunder(name: str) -> bool:
 
 
 def generated(f: Any) -> bool:
+    """Whether `f` is a method `dataclasses` made from a class's fields: compiled from "<string>"
+    inside its `__create_fn__` (Python 3.11 on, by the code's qualified name; on 3.10, which has
+    none, by the file name alone). Any other `exec` also compiles from "<string>": such a method
+    (`__call__ = ns["__call__"]`) is the user's code, keyed as any method is."""
     f = getattr(f, "__wrapped__", f)
     code = getattr(f, "__code__", None)
-    return code is not None and code.co_filename == "<string>"
+    if code is None or code.co_filename != "<string>":
+        return False
+    qualname = getattr(code, "co_qualname", None)
+    return qualname is None or qualname.startswith("__create_fn__.<locals>.")
 
 
 def _dunder(name: str) -> bool:
