@@ -576,7 +576,8 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # and wrapped with a `set` of its own for `__repr__`) add nothing the
         # fields do not say: each is the object the class holds, never walked, so that
         # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
-        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed.
+        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed; the code
+        # a field runs (a `default_factory`, Equinox's `converter`) is keyed by `_field_code`.
         items = tuple(
             # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
             # own: itself, not a hidden state that makes the class a key equal to nothing.
@@ -589,7 +590,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             for k, v in d.items()
             if k not in IGNORED_ATTRS and k not in skip
         )
-        out.append((Namespace(c), items, _members(c, ctx)))
+        out.append((Namespace(c), items, _members(c, ctx), _field_code(d, ctx)))
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
@@ -598,6 +599,29 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
 
 _ABC_MADE = frozenset({"_abc_impl"})
 _NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
+
+
+def _field_code(d: Any, ctx: Ctx) -> tuple:
+    """What a dataclass's fields (`__dataclass_fields__`, dunder data) hold that runs when an
+    instance is made: each field's `default_factory` and its metadata (Equinox keeps a field's
+    `converter` there, which its metaclass calls), keyed as what they are."""
+    fields = d.get("__dataclass_fields__")
+    if type(fields) is not dict:
+        return ()
+    out = []
+    for name, f in fields.items():
+        meta = getattr(f, "metadata", None)
+        if isinstance(meta, types.MappingProxyType):
+            # `dataclasses` wraps the metadata given in a proxy of its own (one shared empty
+            # proxy for none): its items, watched, and not the proxy's identity.
+            ctx.states.append((meta, dict_state, dict_state(meta)))  # pyright: ignore
+            meta = tuple((k, key(v, ctx, False)) for k, v in meta.items())
+        else:
+            meta = key(meta, ctx, False)
+        out.append((name, key(getattr(f, "default_factory", None), ctx, False), meta))
+    return tuple(out)
+
+
 # A member's bookkeeping that says nothing its name in the class does not: its class (keyed
 # already, and the member's key would be in terms of itself) and its place among the members.
 _MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
