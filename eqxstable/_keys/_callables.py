@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set, Sized
 from typing import Any
 
 import jax
+import numpy as np
 
 from .._compat import jit_parts
 from ._code import (
@@ -38,6 +39,7 @@ from ._values import (
     added_state,
     class_part,
     dict_state,
+    dtype_key,
     extra_attrs,
     IMPORT_MADE,
     impure_library,
@@ -49,7 +51,7 @@ from ._values import (
     slots_of,
     unreadable,
 )
-from ._watch import MISSING, plain_fn_state
+from ._watch import MISSING, plain_fn_state, size
 
 
 PjitFunction = type(jax.jit(lambda: None))
@@ -159,6 +161,8 @@ def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
         return ("builtin", name, Namespace(None if found is MISSING else found))
     if attrs is not None and isinstance(value, types.ModuleType):
         return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
+    if attrs is not None and type(value) is np.ndarray and _ARRAY_META.issuperset(attrs):
+        return array_meta(value, ctx)
     if isinstance(value, type) and library_class(value) and not pure_library(value):
         # A library class read by the function: its class methods may read library state
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
@@ -227,6 +231,23 @@ def _library_data(v: Any, ctx: Ctx) -> Any:
     if v is jax.config or _flat_library_data(v):
         return shallow(v, ctx)
     return too_deep(v, ctx)
+
+
+# What an array says of itself without its items: a function reading only these of a global
+# array (`DATA.shape[0]`) is keyed by them, never by a copy of the array's bytes.
+_ARRAY_META = frozenset({"shape", "dtype", "ndim", "size", "itemsize", "nbytes"})
+
+
+def array_meta(a: np.ndarray, ctx: Ctx) -> Any:
+    """`K-array-reached` for a global array the function reads only `.shape`, `.dtype` and the
+    like of: its shape and dtype (both assignable in place, watched), not its bytes; a 200 MB
+    dataset read for its length is neither copied into the key nor compared on each call."""
+    ctx.states.append((a, _meta_state, _meta_state(a)))
+    return (np.ndarray, "meta", a.shape, dtype_key(a.dtype))
+
+
+def _meta_state(a: np.ndarray) -> tuple:
+    return (a.dtype, *map(size, a.shape))
 
 
 def _module_attrs(
