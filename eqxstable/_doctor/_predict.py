@@ -43,6 +43,7 @@ from .._jit import (
     split_fun,
     static_key,
     trace_context,
+    under_a_trace,
 )
 from .._keys import compute, Key, Watch
 
@@ -309,7 +310,12 @@ class Predictor:
             miss = Miss("first", "", in_another_context(fun_names(wrapper.fun)[0]))
         program.history.append(sig)
         entry.mutated = None
-        if not self._compiles(program, entry, fingerprint):
+        compiles = self._compiles(program, entry, fingerprint)
+        if under_a_trace():
+            # As `eqxstable._jit._accounting.settle`: what JAX compiles under a transformation
+            # is its own derived program.
+            miss = not_compiled(miss, 0.0, "inside")
+        elif not compiles:
             miss = not_compiled(miss, 0.0, "reused")
         return miss
 

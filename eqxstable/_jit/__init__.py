@@ -31,6 +31,7 @@ from ._fingerprint import (
     reusable as reusable,
     TRACE_ONLY as TRACE_ONLY,
     tree_key as tree_key,
+    under_a_trace as under_a_trace,
 )
 from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within

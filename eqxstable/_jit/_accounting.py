@@ -57,19 +57,18 @@ _NOT_COMPILED = {
     "loaded": (
         "traced, and JAX loaded its program from the persistent compilation cache (no compile)."
     ),
-    "held": "traced, and JAX's own caches still held its compiled program (no compile).",
     "raised": "traced, and the trace raised (no compile).",
     "inside": (
-        "traced inside another trace (`jax.eval_shape`, `jax.make_jaxpr`, an outer `jax.jit`), "
-        "which compiles its own program, if any (no compile of this one)."
+        "traced inside another trace (`jax.vmap`, `jax.grad`, `jax.eval_shape`, an outer "
+        "`jax.jit`), which compiles its own program, if any (no compile of this one)."
     ),
 }
 
 
 def not_compiled(miss: Miss, saved_seconds: float, how: str) -> Miss:
     """`miss` as one that compiled nothing: its program was `"reused"` (compiled for an equal
-    trace), `"loaded"` (from JAX's persistent compilation cache), `"held"` by JAX's own caches,
-    traced `"inside"` another trace, which compiled nothing for it, or whose trace `"raised"`.
+    trace), `"loaded"` (from JAX's persistent compilation cache), traced `"inside"` another
+    trace, which compiled nothing for it, or whose trace `"raised"`.
     A reason that says the call compiled says what happened instead."""
     reason = miss.reason
     if reason.endswith(_COMPILED):
@@ -138,7 +137,7 @@ class Stats:
         # How many misses JAX loaded from its persistent compilation cache (no XLA compile).
         self.loaded = 0
         # How many misses compiled nothing otherwise: their trace raised, or ran inside
-        # another trace, or JAX's own caches held the program.
+        # another trace.
         self.uncompiled = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
@@ -177,7 +176,6 @@ class Call:
         "committed",
         "notify",
         "loaded",
-        "compiled",
         "miss",
     )
 
@@ -200,8 +198,6 @@ class Call:
         # The compile seconds JAX's persistent compilation cache saved this call, when the
         # executable was loaded from it (`None`: it was not).
         self.loaded: float | None = None
-        # Whether XLA compiled anything while this call ran (JAX's compile event).
-        self.compiled = False
         # This call's miss, once recorded (`stats.misses[-1]` may be another thread's by then).
         self.miss: Miss | None = None
 
@@ -254,7 +250,6 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     if call.lowering:
         return
     if event == COMPILE_EVENT:
-        call.compiled = True
         call.stats.compile_seconds += duration_secs
     elif event == TRACE_EVENT:
         call.stats.trace_seconds += duration_secs
@@ -301,17 +296,19 @@ def settle_loaded(call: Call) -> None:
 
 def settle(call: Call) -> None:
     """After a call whose miss was recorded: what it compiled. A miss loaded from JAX's
-    persistent compilation cache, or one during which XLA compiled nothing (traced inside
-    another trace, `jax.eval_shape` or an outer `jax.jit`, or served by JAX's own caches),
-    compiled nothing (`CacheInfo.compiles`)."""
+    persistent compilation cache, or traced inside another trace (`jax.vmap`, `jax.eval_shape`,
+    an outer `jax.jit`), compiled no program of this wrapper's (`CacheInfo.compiles`)."""
     settle_loaded(call)
     stats = call.stats
     miss = call.miss
-    if call.committed and not call.compiled and miss is not None and miss.compiled:
-        from ._fingerprint import under_a_trace  # Here: only a miss comes this way.
+    if not (call.committed and miss is not None and miss.compiled):
+        return
+    from ._fingerprint import under_a_trace  # Here: only a miss comes this way.
 
-        how = "inside" if under_a_trace() else "held"
-        call.amend(not_compiled(miss, 0.0, how))
+    # Under a transformation what JAX compiles is its own derived program (a batched one, or
+    # the outer function's): not one of this wrapper's. (A JAX that cannot tell counts it.)
+    if under_a_trace():
+        call.amend(not_compiled(miss, 0.0, "inside"))
         stats.uncompiled += 1
 
 

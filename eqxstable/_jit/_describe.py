@@ -174,9 +174,18 @@ def _is_named(part: Any) -> bool:
     )
 
 
+def _class_of(head: Any) -> Any:
+    """The class a container's key starts with: the class, or a user's subclass keyed as a class
+    (`("class", Namespace(cls), ...)`)."""
+    if type(head) is tuple and len(head) > 1 and head[0] == "class":
+        cls = getattr(head[1], "obj", None)
+        return cls if isinstance(cls, type) else head
+    return head
+
+
 def _container(a: tuple, b: tuple) -> tuple[Step, Any, Any] | None:
     """A step into the key of a container, record or callable built in `eqxstable/_keys/`."""
-    head = a[0]
+    head = _class_of(a[0])
     if head is tuple and len(a) == 2 and len(a[1]) == len(b[1]):
         for i, (x, y) in enumerate(zip(a[1], b[1])):
             if x != y:
