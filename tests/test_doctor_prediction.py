@@ -47,19 +47,17 @@ NET_AVOIDED = {
 }
 # How many of eqxstable's misses the doctor predicts to compile no program of their own: they
 # trace a program already compiled for an equal trace and run it, or they are traced inside
-# another trace (a transformation compiles a program of its own); none where this JAX can tell
-# neither (it cannot fingerprint a trace, nor see a transformation running).
-REUSED = (
-    {
-        "equal_but_different.py": 1,
-        "rebuilt_closures.py": 4,
-        "guest_under_transformation.py": 2,
-        "rule_in_another_context.py": 3,
-        "transformed_calls.py": 3,
-    }
-    if AVAILABLE
-    else {}
-)
+# another trace (a transformation compiles a program of its own).
+REUSED = {
+    "rule_in_another_context.py": 3,
+    "transformed_calls.py": 3,
+    # Reuse, and (with no guest where JAX cannot fingerprint a trace) the guest's traced call.
+    **(
+        {"equal_but_different.py": 1, "rebuilt_closures.py": 4, "guest_under_transformation.py": 2}
+        if AVAILABLE
+        else {}
+    ),
+}
 # The lines a script prints differently, because Equinox reuses a program traced for something
 # else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
 # `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
