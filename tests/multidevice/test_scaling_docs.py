@@ -30,9 +30,17 @@ def _normalise(text: str) -> str:
     # Times differ from run to run; everything else must match exactly.
     text = re.sub(r"(compile_seconds|trace_seconds)=[0-9.e+-]+", r"\1=...", text)
     text = re.sub(r"\b\d+\.\d{3}\b", "0.000", text)
-    # gloo announces its connections on stdout; the page shows only what the script prints.
-    lines = [line for line in text.splitlines() if not line.startswith("[Gloo]")]
+    # gloo announces its connections on stdout ("[Gloo] Rank 0 is connected to 3 peer ranks.
+    # ..."), from C++, sometimes split over two lines; the page shows only what the script prints.
+    lines = [
+        line
+        for line in text.splitlines()
+        if not line.startswith("[Gloo]") and not _GLOO_CONNECTED.match(line)
+    ]
     return "\n".join(lines).strip()
+
+
+_GLOO_CONNECTED = re.compile(r"\s*(Rank )?\d+ is connected to \d+ peer ranks")
 
 
 def test_examples_run_and_print_what_is_shown(capsys: pytest.CaptureFixture[str]):
