@@ -287,6 +287,7 @@ def test_jax_random_in_a_trace_is_not_a_callback():
 
     stable = es.filter_jit(loss)
     x = jnp.ones((4, 2))
+    model = None
     for seed in range(3):
         model = eqx.nn.MLP(2, 1, 8, 1, activation=lambda z: z / 2, key=jax.random.key(0))
         out = stable(model, x, jax.random.PRNGKey(seed))

@@ -364,9 +364,9 @@ def test_arguments_that_do_not_fit_raise_the_functions_type_error():
     wrapper(x, x)
     # As calling the function would, and `equinox.filter_jit` does: not a refused recompile.
     with pytest.raises(TypeError):
-        wrapper(x)
+        wrapper(x)  # pyright: ignore[reportCallIssue]
     with pytest.raises(TypeError):
-        wrapper(x, x, x)
+        wrapper(x, x, x)  # pyright: ignore[reportCallIssue]
     assert wrapper.cache_info()[:2] == (0, 1)
 
 

@@ -116,7 +116,7 @@ def test_verify_still_catches_a_changed_literal_that_prints_the_same(monkeypatch
     first = np.asarray(run(x))
     _same_bits(run(x), first)
     monkeypatch.setattr(functions, "sigmoid", lambda x: x + _NAN_B)
-    jax.nn.silu.clear_cache()  # JAX's own cache of the jitted `silu` held the old trace.
+    jax.nn.silu.clear_cache()  # pyright: ignore  # JAX's own cache of the jitted `silu` held the old trace.
     # The executable depends on the payload: the eager outputs differ bit for bit.
     assert np.asarray(forward(x)).tobytes() != first.tobytes()
     with pytest.raises(es.StaleProgramError, match="prints the same, but a value"):
