@@ -72,6 +72,20 @@ def test_an_output_is_the_object_at_its_own_place():
     assert wrapper(g2, g1, x)[1] is g1
 
 
+def _race(*targets):
+    """Runs each target in a thread of its own, switching threads as often as Python can."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=t) for t in targets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+
 def test_threads_get_their_own_objects_back():
     wrapper = es.filter_jit(lambda x, f: (x * 2, f))
     x = jnp.ones(2)
@@ -84,16 +98,7 @@ def test_threads_get_their_own_objects_back():
             if wrapper(x, f)[1] is not f:
                 wrong.append(f)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=run) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    _race(run, run, run, run)
     assert wrong == []
 
 
@@ -129,14 +134,5 @@ def test_clearing_caches_while_other_threads_call():
         for i in range(30):
             es.clear_caches() if i % 2 else jax.clear_caches()
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=t) for t in (call, call, clear)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    _race(call, call, clear)
     assert errors == []
