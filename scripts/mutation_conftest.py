@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eqxstable._keys import _code, _context, _imports, _origin, _values
+from eqxstable._keys import _code, _context, _imports, _memo, _origin, _values
 
 
 # mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
@@ -28,7 +28,7 @@ sys.setrecursionlimit(5000)
 @pytest.fixture(autouse=True)
 def _forget_key_caches():
     _context.HANDLERS.clear()
-    _context.memo.clear()
+    _memo.memo.clear()
     _code._reads.clear()
     _code._sealed.clear()
     _imports._imports.clear()

@@ -307,16 +307,16 @@ def test_a_global_array_changed_in_place_retraces():
 def test_the_key_memo_forgets_dead_objects():
     import gc
 
-    from eqxstable._keys import _context
+    from eqxstable._keys import _memo
 
     gc.collect()
-    before = len(_context.memo)
+    before = len(_memo.memo)
     fs = [(lambda v: lambda x: x * v)(float(i)) for i in range(200)]
     keys = [es.stable_key(g) for g in fs]
-    assert len(_context.memo) >= before + 200 and len(set(keys)) == 200
+    assert len(_memo.memo) >= before + 200 and len(set(keys)) == 200
     del fs
     gc.collect()
-    assert len(_context.memo) <= before + 5
+    assert len(_memo.memo) <= before + 5
 
 
 class _Scaled(eqx.Module):

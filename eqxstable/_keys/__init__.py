@@ -7,8 +7,9 @@ and taken as constant) and why each is sound.
 
 from typing import Any
 
-from . import _context, _rules
-from ._context import Ctx, recall, remember, TOO_MANY, top
+from . import _memo, _rules
+from ._context import Ctx, TOO_MANY, top
+from ._memo import recall, remember
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
@@ -101,7 +102,7 @@ def warns_hash_without_eq(t: type) -> bool:
 
 def clear() -> None:
     """Forgets every memoised key."""
-    _context.memo.clear()
+    _memo.memo.clear()
 
 
 __all__ = [

@@ -23,9 +23,10 @@ from ._code import (
     reads_namespaces,
     sealed_cells,
 )
-from ._context import compound, Ctx, identity, key, recall, too_deep
+from ._context import compound, Ctx, identity, key, too_deep
 from ._imports import Binding, imports
 from ._library import container, opaque, shallow
+from ._memo import recall
 from ._origin import (
     library_class,
     library_code_object,

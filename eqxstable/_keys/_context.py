@@ -1,18 +1,32 @@
-"""The machinery of one key computation: its context, the recursion with cycles and depth limits,
-identity fallbacks, the budget of objects one key may walk, and the memos that make the key of an
-already-seen object cheap (within one computation, and across calls).
+"""The machinery of one key computation: its context, the dispatch of an object to its handler,
+the recursion with cycles and depth limits (cuts walked from the top), identity fallbacks, and
+the budget of objects one key may walk.
 
 The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
-`_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use.
+`_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use. The
+walk's bookkeeping (`Walk`, the numbering of objects met again) is in `_numbering.py`, the
+containers keyed by identity past the budget in `_frozen.py`, and the memo across calls in
+`_memo.py`.
 """
 
-import operator
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._types import Identity, Key
-from ._watch import size, Watch
+from ._frozen import _HELD, _Held, _items, _items_state, frozen_items, frozen_scalars
+from ._numbering import (
+    _CUT,
+    _DEEP,
+    _DEF,
+    _forget_since,
+    _NOWHERE,
+    _SEEN,
+    _Seen,
+    numbered,
+    TooMany,
+    Walk,
+)
+from ._types import Identity
+from ._watch import Watch
 
 
 # Deeper than this, an object is walked later, from the top (`top`), and referred to by number
@@ -28,50 +42,6 @@ MAX_DEPTH = 100
 # (a live JAX trace, a library's caches).
 MAX_OBJECTS = 50_000
 TOO_MANY = "too-many-objects"
-
-
-class Walk(dict):
-    """The objects being keyed, by `id`, with the depth each sits at (so that a cycle becomes a
-    back-reference), and the counters of one whole computation. It is shared with the
-    computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
-    the budget and the cycle bookkeeping see them."""
-
-    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut")
-
-    def __init__(self) -> None:
-        super().__init__()
-        # Whether objects met again are named by number (`compound`); off only when `top` walks
-        # again because a number was left without its definition (`numbered`).
-        self.linear = True
-        # The objects keyed as `(_DEF, n, parts)` (not self-contained: met again, they are
-        # `(_SEEN, n)`), by slot: `(object, n)`, in the order they were completed.
-        self.done: dict[int, tuple[Any, int]] = {}
-        # The objects met at `MAX_DEPTH`, walked later from the top: their numbers by slot, and
-        # `(object, n, content_ok)` in the order they were met.
-        self.cuts: dict[int, int] = {}
-        self.cut: list[tuple[Any, int, bool]] = []
-        # Objects walked so far (at most `MAX_OBJECTS`).
-        self.walked = 0
-        # The lowest depth that a back-reference made since it was last reset points to: a key
-        # whose back-references all point inside itself means the same wherever it is embedded.
-        self.low = _NOWHERE
-        # The deepest level reached since it was last reset (a reused key counts its height).
-        self.reach = 0
-        # The tuples and frozensets keyed by identity (`frozen_scalars`), by `id`.
-        self.frozen: dict[int, Any] = {}
-
-
-_NOWHERE = 1 << 30
-
-
-class TooMany(BaseException):
-    """Raised past `MAX_OBJECTS`; caught by `top` only (a `BaseException`, so that the handlers'
-    own `except Exception` fallbacks never turn it into a partial key). `path`: the objects
-    being walked when it was raised, innermost first."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.path: list = []
 
 
 # How many times `top` walks again with one more frozen container keyed by identity.
@@ -210,55 +180,6 @@ def frozen_part(obj: Any, ctx: Ctx) -> Any:
     return None
 
 
-# What `frozen_scalars` accepts: immutable values with nothing inside, and the exact immutable
-# containers of them (no subclass: it could hold attributes).
-_ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
-_FROZEN = (tuple, frozenset)
-# The containers that can change in place which `held_items` keys past the budget.
-_HELD = frozenset({list, dict, set})
-
-
-def frozen_scalars(obj: Any) -> bool:
-    """Whether `obj` is an exact `tuple` or `frozenset` holding, all the way down, only exact
-    tuples, frozensets and the immutable scalars of `_ATOMS`: nothing in it can ever change, so
-    its identity is a sound key. Linear in the distinct containers (the types of a container's
-    items are scanned in C), without recursion."""
-    if type(obj) not in _FROZEN:
-        return False
-    seen: set[int] = set()
-    stack = [obj]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        types = set(map(type, x))
-        for t in types:
-            if t not in _ATOMS and t not in _FROZEN:
-                return False
-        if tuple in types or frozenset in types:
-            stack.extend([y for y in x if type(y) in _FROZEN])
-    return True
-
-
-def _items(obj: Any) -> tuple:
-    if type(obj) is dict:
-        return (*obj.keys(), *obj.values())
-    return tuple(obj)
-
-
-def frozen_items(obj: Any) -> bool:
-    """Whether `obj` is an exact `list`, `dict` or `set` whose items (a dict's keys and values)
-    are all what `frozen_scalars` accepts: past the budget it is keyed by `held_items`."""
-    return type(obj) in _HELD and frozen_scalars(_items(obj))
-
-
-def _items_state(obj: Any) -> tuple:
-    if type(obj) is dict:
-        return (size(len(obj)), *obj.keys(), *obj.values())
-    return (size(len(obj)), *obj)
-
-
 def held_items(obj: Any, ctx: Ctx) -> Any:
     """`K-too-deep`: a list, dict or set too big to walk whose items can never change
     (`frozen_items`, chosen by `top`): keyed by its identity and its items' identities (held, so
@@ -270,96 +191,10 @@ def held_items(obj: Any, ctx: Ctx) -> Any:
     return (TOO_MANY, Identity(obj), _Held(_items(obj)))
 
 
-class _Held:
-    """Items compared by identity (`is`), never by their `==` (`1 == 1.0 == True`); hashed by
-    their `id`s, computed once."""
-
-    __slots__ = ("items", "_hash")
-
-    def __init__(self, items: tuple):
-        self.items = items
-        self._hash: int | None = None
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h is None:
-            h = self._hash = hash(tuple(map(id, self.items)))
-        return h
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _Held:
-            return False
-        a, b = self.items, other.items
-        return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
-
-    def __repr__(self) -> str:
-        return f"<{len(self.items)} items by identity>"
-
-
 def _rules_resolve(t: type) -> Handler:
     from . import _rules
 
     return _rules.resolve(t)
-
-
-class Shared:
-    """A key met again in one computation (an object reached by a second path): the same parts,
-    with a hash computed once. Keys are then as large as the distinct objects they cover, not
-    as the paths to them (`node = [node, node]`, 30 levels, is 31 lists, not 2**30 paths).
-
-    It equals whatever its parts equal (a structure with a shared part and one with two equal
-    parts have equal keys, as they had before keys were shared). Two equal `Shared` then hold
-    the same parts, so the next comparison of them is an identity check: comparing two keys
-    costs what they have of distinct parts."""
-
-    __slots__ = ("parts", "_hash")
-
-    def __init__(self, parts: tuple):
-        self.parts = parts
-        self._hash: int | None = None
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h is None:
-            h = self._hash = hash(self.parts)
-        return h
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(other) is Shared:
-            if self.parts is other.parts:
-                return True
-            if self.__hash__() != other.__hash__():
-                return False
-            equal = self.parts == other.parts
-            if equal:
-                self.parts = other.parts
-            return equal
-        return self.parts == other
-
-    def __repr__(self) -> str:
-        # Never the parts: printed in full, a shared structure is as long as its paths.
-        return f"<shared {type(self.parts).__name__}>"
-
-
-class _Seen:
-    """An object keyed earlier in this computation: held, so that its `id` is not reused."""
-
-    __slots__ = ("obj", "parts", "height", "shared")
-
-    def __init__(self, obj: Any, parts: Any, height: int):
-        self.obj = obj
-        self.parts = parts
-        self.height = height
-        self.shared: Any = None
-
-    def use(self) -> Any:
-        shared = self.shared
-        if shared is None:
-            parts = self.parts
-            shared = self.shared = Shared(parts) if isinstance(parts, tuple) else parts
-        return shared
 
 
 def compound(fn: Handler) -> Handler:
@@ -441,24 +276,6 @@ def compound(fn: Handler) -> Handler:
     return handler
 
 
-class _Tag:
-    """A marker of the numbered parts of a key, which no value's key can hold."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-# `(_DEF, n, parts)`: the object numbered `n`; `(_SEEN, n)`: that object met again;
-# `(_CUT, n)`: an object walked later from the top, whose parts are `n`'s in the table of
-# `(_DEEP, parts, ((n, parts), ...))`.
-_DEF, _SEEN, _CUT, _DEEP = _Tag("def"), _Tag("seen"), _Tag("cut"), _Tag("deep")
-
-
 def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
     """An object at `MAX_DEPTH`: named by a number here and walked from the top afterwards
     (`top`), so that a linked list 150 nodes long gets a key (the same unchanged list hits, an
@@ -474,50 +291,6 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
         # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
         walk.cut.append((obj, n, False))
     return (_CUT, n)
-
-
-def _forget_since(walk: Walk, defined: int) -> None:
-    # The objects numbered since `defined`, in the order they were completed: all inside the
-    # object whose key failed, so no part of the key names them.
-    while len(walk.done) > defined:
-        walk.done.popitem()
-
-
-def numbered(parts: Any) -> bool:
-    """Whether every number in a key names an object whose key is in it: each `(_SEEN, n)` has
-    its `(_DEF, n, ...)`, each `(_CUT, n)` its row in the `_DEEP` table, and no number is
-    defined twice by different parts. A handler that walked an object and then left it out of
-    its key (an identity fallback) would otherwise leave a number that says nothing, and two
-    different objects could share it. Linear in the key's distinct parts; tuples of scalars are
-    passed over by a scan of their types in C."""
-    defined: dict[int, int] = {}
-    named: list[int] = []
-    if type(parts) is tuple and len(parts) == 3 and parts[0] is _DEEP:
-        for n, row in parts[2]:
-            defined[n] = id(row)
-    met: set[int] = set()
-    stack = [parts]
-    while stack:
-        node = stack.pop()
-        if type(node) is Shared:
-            node = node.parts
-        if id(node) in met:
-            continue
-        met.add(id(node))
-        if isinstance(node, tuple):
-            if len(node) == 2 and (node[0] is _SEEN or node[0] is _CUT):
-                named.append(node[1])
-                continue
-            if len(node) == 3 and node[0] is _DEF:
-                n = node[1]
-                if defined.setdefault(n, id(node)) != id(node):
-                    return False
-        elif type(node) is not frozenset:
-            continue
-        types = set(map(type, node))
-        if not types <= _ATOMS:
-            stack.extend(node)
-    return all(n in defined for n in named)
 
 
 def _never(obj: Any) -> tuple:
@@ -540,47 +313,3 @@ def identity(obj: Any, ctx: Ctx) -> Identity:
     """This very object: the safe fallback, equal to nothing else."""
     ctx.identity = True
     return Identity(obj)
-
-
-#
-# The memo: the key of an object seen before is cheap while its watch is valid.
-#
-
-
-class MemoEntry:
-    __slots__ = ("ref", "key", "watch", "spliced")
-
-    def __init__(self, ref: weakref.ref, key: Key, watch: Watch, spliced: bool):
-        self.ref = ref
-        self.key = key
-        self.watch = watch
-        # Whether its parts may be spliced into another key: not when they number objects
-        # (`_DEF`, `_SEEN`, `_CUT`), whose numbers are those of its own walk.
-        self.spliced = spliced
-
-
-memo: dict[int, MemoEntry] = {}
-
-
-def _forget(i: int, ref: weakref.ref, memo: dict[int, MemoEntry] = memo) -> None:
-    # `memo` is bound as a default: at interpreter exit, module globals may already be gone.
-    entry = memo.get(i)
-    if entry is not None and entry.ref is ref:
-        del memo[i]
-
-
-def remember(obj: Any, key: Key, watch: Watch, spliced: bool = True) -> None:
-    i = id(obj)
-    try:
-        ref = weakref.ref(obj, lambda r, i=i, forget=_forget: forget(i, r))
-    except TypeError:
-        return
-    memo[i] = MemoEntry(ref, key, watch.weak(), spliced)
-
-
-def recall(obj: Any) -> MemoEntry | None:
-    """The memoised key of `obj` if it is still valid."""
-    entry = memo.get(id(obj))
-    if entry is not None and entry.ref() is obj and entry.watch.weak_valid():
-        return entry
-    return None

@@ -1,0 +1,84 @@
+"""Containers in which nothing can ever change (exact tuples and frozensets of immutable scalars,
+and lists, dicts and sets of such items): past the object budget, `_context.top` keys the outermost
+one by its identity (`frozen_scalars`, `frozen_items`), a sound key with little or nothing to watch.
+"""
+
+import operator
+from typing import Any
+
+from ._watch import size
+
+
+# What `frozen_scalars` accepts: immutable values with nothing inside, and the exact immutable
+# containers of them (no subclass: it could hold attributes).
+_ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
+_FROZEN = (tuple, frozenset)
+# The containers that can change in place which `held_items` keys past the budget.
+_HELD = frozenset({list, dict, set})
+
+
+def frozen_scalars(obj: Any) -> bool:
+    """Whether `obj` is an exact `tuple` or `frozenset` holding, all the way down, only exact
+    tuples, frozensets and the immutable scalars of `_ATOMS`: nothing in it can ever change, so
+    its identity is a sound key. Linear in the distinct containers (the types of a container's
+    items are scanned in C), without recursion."""
+    if type(obj) not in _FROZEN:
+        return False
+    seen: set[int] = set()
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        types = set(map(type, x))
+        for t in types:
+            if t not in _ATOMS and t not in _FROZEN:
+                return False
+        if tuple in types or frozenset in types:
+            stack.extend([y for y in x if type(y) in _FROZEN])
+    return True
+
+
+def _items(obj: Any) -> tuple:
+    if type(obj) is dict:
+        return (*obj.keys(), *obj.values())
+    return tuple(obj)
+
+
+def frozen_items(obj: Any) -> bool:
+    """Whether `obj` is an exact `list`, `dict` or `set` whose items (a dict's keys and values)
+    are all what `frozen_scalars` accepts: past the budget it is keyed by `held_items`."""
+    return type(obj) in _HELD and frozen_scalars(_items(obj))
+
+
+def _items_state(obj: Any) -> tuple:
+    if type(obj) is dict:
+        return (size(len(obj)), *obj.keys(), *obj.values())
+    return (size(len(obj)), *obj)
+
+
+class _Held:
+    """Items compared by identity (`is`), never by their `==` (`1 == 1.0 == True`); hashed by
+    their `id`s, computed once."""
+
+    __slots__ = ("items", "_hash")
+
+    def __init__(self, items: tuple):
+        self.items = items
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(tuple(map(id, self.items)))
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _Held:
+            return False
+        a, b = self.items, other.items
+        return a is b or (len(a) == len(b) and all(map(operator.is_, a, b)))
+
+    def __repr__(self) -> str:
+        return f"<{len(self.items)} items by identity>"
