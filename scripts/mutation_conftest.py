@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eqxstable._keys import _code, _context, _imports, _memo, _origin, _values
+from eqxstable._keys import _arrays, _code, _context, _imports, _memo, _origin, _state, _values
 
 
 # mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
@@ -32,11 +32,11 @@ def _forget_key_caches():
     _code._reads.clear()
     _code._sealed.clear()
     _imports._imports.clear()
-    _values._slot_names.clear()
+    _state._slot_names.clear()
     for cached in (
         _origin.library_file,
         _origin.library_class,
-        _values._dtype_key,
+        _arrays._dtype_key,
         _values.field_names,
     ):
         cached.cache_clear()

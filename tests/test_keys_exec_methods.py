@@ -19,7 +19,7 @@ class ExecCall:
 
 
 # Python 3.10's code objects have no qualified name: there a method compiled from "<string>" is
-# taken as one `dataclasses` made (`_values.generated`), as before.
+# taken as one `dataclasses` made (`_classes.generated`), as before.
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="no co_qualname on 3.10")
 
 

@@ -14,6 +14,8 @@ import jax
 import numpy as np
 
 from .._compat import jit_parts
+from ._arrays import dtype_key
+from ._classes import own_eq
 from ._code import (
     counter_cells,
     global_counters,
@@ -27,6 +29,8 @@ from ._context import compound, Ctx, identity, key, too_deep
 from ._imports import Binding, imports
 from ._library import container, opaque, shallow
 from ._memo import recall
+from ._modules import IMPORT_MADE, module_class, served_by_class
+from ._mutable import mutable
 from ._origin import (
     library_class,
     library_code_object,
@@ -35,23 +39,17 @@ from ._origin import (
     library_module,
     pure_library,
 )
-from ._types import FunctionKey, Namespace
-from ._values import (
+from ._state import (
     added_state,
     class_part,
     dict_state,
-    dtype_key,
     extra_attrs,
-    IMPORT_MADE,
     impure_library,
-    module_class,
-    mutable,
-    own_eq,
     owns_data,
-    served_by_class,
     slots_of,
     unreadable,
 )
+from ._types import FunctionKey, Namespace
 from ._watch import MISSING, plain_fn_state, size
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import dtype_key
 from ._context import compound, Ctx, key, too_deep
+from ._state import added_state, class_part, object_state, slots_of, unreadable
 from ._types import Equal, Identity, MutableKey, Namespace
-from ._values import added_state, class_part, dtype_key, object_state, slots_of, unreadable
 from ._watch import MISSING, size
 
 
@@ -328,7 +329,7 @@ def container(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-opaque`: an object with state Python cannot read (a C object that is not a constant:
-    a lock, an `itertools.count`): a key equal to nothing (`_values.unreadable`)."""
+    a lock, an `itertools.count`): a key equal to nothing (`_state.unreadable`)."""
     return unreadable(obj, ctx)
 
 

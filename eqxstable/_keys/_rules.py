@@ -30,7 +30,15 @@ from jax.core import Tracer
 
 from .._compat import flat_module_aux, LEGACY_MODULE_AUX
 from .._errors import MSG_HASH_WITHOUT_EQ, StabilityWarning, warn
-from . import _callables as c, _library as lib, _values as v
+from . import (
+    _arrays as arr,
+    _callables as c,
+    _classes as cl,
+    _library as lib,
+    _modules as mod,
+    _mutable as mut,
+    _values as v,
+)
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
@@ -116,13 +124,13 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     cls = type(obj)
     warn(MSG_HASH_WITHOUT_EQ.format(cls=f"{cls.__module__}.{cls.__qualname__}"), StabilityWarning)
-    return v.mutable(obj, ctx, content_ok)
+    return mut.mutable(obj, ctx, content_ok)
 
 
 def _class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     if library_class(cls):
         return v.constant(cls, ctx, content_ok)
-    return v.user_class(cls, ctx, content_ok)
+    return cl.user_class(cls, ctx, content_ok)
 
 
 # Exact types. A subclass of one of these is not on the allowlist by that row: it may add state or
@@ -153,27 +161,27 @@ _EXACT: dict[type, Handler] = {
     types.BuiltinFunctionType: c.builtin,
     c.PjitFunction: c.pjit,
     # K-user-module, K-library-code
-    types.ModuleType: v.module,
+    types.ModuleType: mod.module,
     # K-treedef, K-jaxpr
     jax.tree_util.PyTreeDef: _treedef,
     JAXPR: _jaxpr,
     CLOSED_JAXPR: _jaxpr,
     # K-array-top, K-array-reached
-    np.ndarray: v.ndarray,
+    np.ndarray: arr.ndarray,
     # K-mutable
-    list: v.mutable,
-    dict: v.mutable,
-    set: v.mutable,
-    bytearray: v.mutable,
+    list: mut.mutable,
+    dict: mut.mutable,
+    set: mut.mutable,
+    bytearray: mut.mutable,
     # K-mapping-proxy
-    types.MappingProxyType: v.mapping_proxy,
+    types.MappingProxyType: mut.mapping_proxy,
     # K-library-code: a slot's or a C attribute's descriptor is part of its class
     types.MemberDescriptorType: v.constant,
     types.GetSetDescriptorType: v.constant,
     # K-descriptor
-    property: v.descriptor,
-    classmethod: v.descriptor,
-    staticmethod: v.descriptor,
+    property: cl.descriptor,
+    classmethod: cl.descriptor,
+    staticmethod: cl.descriptor,
     # K-decimal, K-fraction, K-datetime, K-path, K-pattern, K-uuid, K-signature
     decimal.Decimal: lib.decimal_,
     fractions.Fraction: lib.fraction,
@@ -223,7 +231,7 @@ def _defines_eq(t: type) -> Any:
         if issubclass(base, eqx.Module) and library_class(base):
             return "value"  # `eqx.Module.__eq__`: the fields, by `tree_equal`.
         params = base.__dict__.get("__dataclass_params__")
-        if params is not None and params.eq and v.generated(f):
+        if params is not None and params.eq and cl.generated(f):
             return "value"
         return "own"
     return "identity"
@@ -242,7 +250,7 @@ def resolve(t: type) -> Handler:
     if issubclass(t, type):
         return _class  # K-user-class, K-library-code
     if issubclass(t, types.ModuleType):
-        return v.module  # K-user-module, K-library-code: its class may serve names
+        return mod.module  # K-user-module, K-library-code: its class may serve names
     if issubclass(t, ft.partial):
         return c.partial  # K-partial
     if issubclass(t, enum.Enum):
@@ -258,7 +266,7 @@ def resolve(t: type) -> Handler:
         # trace (never a walk of the live trace it belongs to).
         return v.jax_array  # K-jax-array
     if issubclass(t, np.ndarray):
-        return v.ndarray_subclass  # K-mutable: a subclass may add state of its own
+        return arr.ndarray_subclass  # K-mutable: a subclass may add state of its own
     if issubclass(t, weakref.ref):
         return lib.weak_ref  # K-weakref (`WeakMethod`, `KeyedRef` too)
     if issubclass(t, lib.CTYPES):
@@ -272,7 +280,7 @@ def resolve(t: type) -> Handler:
     if issubclass(t, frozenset):
         return v.frozenset_  # K-tuple
     if issubclass(t, (list, dict, set, bytearray)):
-        return v.mutable  # K-mutable
+        return mut.mutable  # K-mutable
     if t in lib.JAX_VALUES:
         return lib.jax_value  # K-jax-value
     eq = _defines_eq(t)
@@ -285,9 +293,9 @@ def resolve(t: type) -> Handler:
     has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
     if has_hash and eq != "identity":
         # K-library-object (`jnp.multiply`, a `jnp.ufunc` held by its module), K-own-eq
-        return c.library_hashable if library_class(t) else v.own_eq
+        return c.library_hashable if library_class(t) else cl.own_eq
     if has_hash:
         return hash_without_eq  # K-hash-without-eq
     if library_class(t):
         return c.library_object  # K-library-object, K-library-container, K-opaque
-    return v.mutable  # K-mutable
+    return mut.mutable  # K-mutable

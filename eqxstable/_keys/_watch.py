@@ -191,7 +191,7 @@ class ArrayState:
 
 
 def _dtype_key(dtype: np.dtype) -> Any:
-    from ._values import dtype_key
+    from ._arrays import dtype_key
 
     return dtype_key(dtype)
 

@@ -1,0 +1,211 @@
+"""Keys of classes and of what classes make: a user's class by everything in its namespace
+(`K-user-class`, an enum's members too), an object compared by its class's own `==` (`K-own-eq`),
+and the descriptors a class holds (`K-descriptor`)."""
+
+import enum
+import types
+from typing import Any
+
+from ._context import compound, Ctx, identity, key
+from ._origin import library_class
+from ._state import added_state, dict_state, hidden_state, IGNORED_ATTRS, unreadable
+from ._types import Equal, Namespace
+from ._watch import size
+
+
+@compound
+def descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`property`, `classmethod`, `staticmethod`: the functions they run (which cannot be
+    reassigned), keyed as functions, so that a property reading a global is followed."""
+    if type(obj) is property:
+        parts = (obj.fget, obj.fset, obj.fdel)
+    else:
+        parts = (obj.__func__,)
+    return (type(obj), tuple([key(f, ctx, False) for f in parts]))
+
+
+@compound
+def own_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """An object whose class defines its own `__eq__` and `__hash__` and is not on the allowlist
+    (a user's class, a library's value class not known here): compared with its own `==`, within
+    its exact type, as Equinox compares static values, and never substituted by `intern` (two
+    equal objects may each hold lists of their own). Never keyed by a guessed state
+    (`__reduce_ex__`, `__getstate__`): its `==` must hold, and, as a further condition that can
+    only ever split keys, so must every attribute Python can see (by the usual rules: a list by
+    identity), watched; an `==` that calls everything equal cannot then share a program between
+    two objects that compute differently."""
+    try:
+        obj_hash = hash(obj)
+    except Exception:
+        return identity(obj, ctx)
+    t = type(obj)
+    if hidden_state(t) and not library_class(t):
+        # A user's class whose C base holds state that neither the user's `==` nor the
+        # attributes show (an `array.array`'s buffer, a `random.Random`'s generator, a `deque`'s
+        # items, a `StringIO`'s text): two equal objects may compute differently, so it is
+        # `K-opaque`, as its base is. A library's own value class (`types.GenericAlias`) keeps
+        # its `==`, written for its C state.
+        return unreadable(obj, ctx)
+    ctx.own_eq = True
+    # A typing form (`int | float`, `Union[...]`, `Literal[...]`) compares its arguments as a
+    # set, though `get_args` and iteration give them in order: they are keyed in order too.
+    args = getattr(obj, "__args__", None) if library_class(t) else None
+    order = key(args, ctx, False) if type(args) is tuple else None
+    return ("eq", key(t, ctx, False), Equal(obj, obj_hash), added_state(obj, ctx), order)
+
+
+@compound
+def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
+    """A class defined in the user's code: its identity and everything in its namespace (and
+    in that of its user base classes), so that assigning a class attribute is seen."""
+    out = []
+    for c in cls.__mro__:
+        if c is object or library_class(c):
+            continue
+        d = c.__dict__
+        ctx.states.append((c, _class_state, _class_state(c)))
+        # An enum's members and its `_sunder_` bookkeeping are made by its class body and
+        # cannot be reassigned; keying a member whole would only key it in terms of itself. What
+        # a member holds (its value, its attributes) is keyed by `_members`.
+        skip = _enum_made(c)
+        # A NamedTuple's bookkeeping (its field names and defaults), made by its class body:
+        # the objects it holds, never walked (a dict of defaults would name the class by identity).
+        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else _ABC_MADE
+        # Dunder data (`__dataclass_fields__`, `__slots__`, `__match_args__`) is derived from
+        # the class body, and methods that `dataclasses` generates from the fields (`generated`,
+        # and wrapped with a `set` of its own for `__repr__`) add nothing the
+        # fields do not say: each is the object the class holds, never walked, so that
+        # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
+        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed; the code
+        # a field runs (a `default_factory`, Equinox's `converter`) is keyed by `_field_code`.
+        items = tuple(
+            # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
+            # own: itself, not a hidden state that makes the class a key equal to nothing.
+            (
+                k,
+                Namespace(v)
+                if k == "_abc_impl" or k in made or _held(k, v)
+                else key(v, ctx, False),
+            )
+            for k, v in d.items()
+            if k not in IGNORED_ATTRS and k not in skip
+        )
+        out.append((Namespace(c), items, _members(c, ctx), _field_code(d, ctx)))
+    # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
+    # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
+    meta = key(type(cls), ctx, False)
+    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
+
+
+_ABC_MADE = frozenset({"_abc_impl"})
+_NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
+
+
+def _field_code(d: Any, ctx: Ctx) -> tuple:
+    """What a dataclass's fields (`__dataclass_fields__`, dunder data) hold that runs when an
+    instance is made: each field's `default_factory` and its metadata (Equinox keeps a field's
+    `converter` there, which its metaclass calls), keyed as what they are."""
+    fields = d.get("__dataclass_fields__")
+    if type(fields) is not dict:
+        return ()
+    out = []
+    for name, f in fields.items():
+        meta = getattr(f, "metadata", None)
+        if isinstance(meta, types.MappingProxyType):
+            # `dataclasses` wraps the metadata given in a proxy of its own (one shared empty
+            # proxy for none): its items, watched, and not the proxy's identity.
+            ctx.states.append((meta, dict_state, dict_state(meta)))  # pyright: ignore
+            meta = tuple((k, key(v, ctx, False)) for k, v in meta.items())
+        else:
+            meta = key(meta, ctx, False)
+        out.append((name, key(getattr(f, "default_factory", None), ctx, False), meta))
+    return tuple(out)
+
+
+# A member's bookkeeping that says nothing its name in the class does not: its class (keyed
+# already, and the member's key would be in terms of itself) and its place among the members.
+_MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
+
+
+def _members(c: type, ctx: Ctx) -> tuple:
+    """What an enum class's own members hold: each member's value and the attributes its
+    `__init__` set (the Python docs' `Planet` with `self.mass`), keyed as what they are (a dict
+    value: by identity and contents, watched), and one state of them all, so that
+    `Planet.EARTH.mass = 3.0` or `Preset.SMALL.value["scale"] = 2.0` is seen by a function that
+    reads `Planet.EARTH.mass`. A plain enum's members (an `int` or a `str` value) key to the
+    same thing for every function, which then share."""
+    members = c.__dict__.get("_member_map_") if isinstance(c, enum.EnumMeta) else None
+    if not members:
+        return ()
+    ctx.states.append((c, _members_state, _members_state(c)))
+    out = []
+    for name, member in members.items():
+        d = getattr(member, "__dict__", None)
+        if type(d) is not dict:  # A member without a plain `__dict__`: by its value alone.
+            out.append((name, key(member._value_, ctx, False)))
+            continue
+        out.append(
+            (
+                name,
+                tuple(
+                    [(k, key(v, ctx, False)) for k, v in d.items() if k not in _MEMBER_BOOKKEEPING]
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _members_state(c: type) -> tuple:
+    # Every member's attributes in one flat tuple, compared with `is` on the hit path.
+    out: list = []
+    for member in c.__dict__["_member_map_"].values():
+        d = getattr(member, "__dict__", None)
+        if type(d) is dict:
+            out += (size(len(d)), *d.keys(), *d.values())
+        else:
+            out.append(member._value_)
+    return tuple(out)
+
+
+def _enum_made(c: type) -> Any:
+    if not isinstance(c, enum.EnumMeta):
+        return ()
+    members = c.__dict__.get("_member_map_", {})
+    return {
+        k
+        for k, v in c.__dict__.items()
+        if k in members or (_sunder(k) and not callable(v) and not isinstance(v, staticmethod))
+    }
+
+
+def _sunder(name: str) -> bool:
+    return len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
+
+
+def generated(f: Any) -> bool:
+    """Whether `f` is a method `dataclasses` made from a class's fields: compiled from "<string>"
+    inside its `__create_fn__` (Python 3.11 on, by the code's qualified name; on 3.10, which has
+    none, by the file name alone). Any other `exec` also compiles from "<string>": such a method
+    (`__call__ = ns["__call__"]`) is the user's code, keyed as any method is."""
+    f = getattr(f, "__wrapped__", f)
+    code = getattr(f, "__code__", None)
+    if code is None or code.co_filename != "<string>":
+        return False
+    qualname = getattr(code, "co_qualname", None)
+    return qualname is None or qualname.startswith("__create_fn__.<locals>.")
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _held(name: str, v: Any) -> bool:
+    """Whether a class keys the entry `name` by the object it holds: dunder data, and the
+    dunder methods `dataclasses` generates."""
+    return _dunder(name) and (not callable(v) or generated(v))
+
+
+def _class_state(c: type) -> tuple:
+    # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
+    d = c.__dict__
+    return (c.__bases__, c.__name__, c.__qualname__, type(c), size(len(d)), *d.values())
