@@ -55,11 +55,14 @@ BREAKS = {
     "K-array-top": "f = r.arr.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, False)",
     "K-array-reached": ("f = r.arr.ndarray; r._EXACT[np.ndarray] = lambda o, c, k: f(o, c, True)"),
     "K-jax-array": "r.v.jax_array = lambda o, c, k: ('array',)",
-    "K-function": "r.c.extra_attrs = lambda o, c, skip=(): ()",
-    "K-module-attrs": "r.c.library_code_object = lambda v: True",
-    "K-impure-library": "r.c.pure_library = r.mod.pure_library = lambda o: True",
-    "K-cell": "r.c.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
-    "K-counter-cell": "r.c.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
+    "K-function": "r.fn.extra_attrs = lambda o, c, skip=(): ()",
+    "K-module-attrs": "g.library_code_object = lambda v: True",
+    "K-impure-library": (
+        "r.c.pure_library = r.fn.pure_library = g.pure_library = r.mod.pure_library = "
+        "lambda o: True"
+    ),
+    "K-cell": "r.fn.sealed_cells = lambda f, lib: (True,) * len(f.__closure__)",
+    "K-counter-cell": "r.fn.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
     "K-partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",
     "K-method": "r._EXACT[types.MethodType] = lambda o, c, k: c_key(o.__func__, c, False)",
     "K-jit": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",
@@ -97,7 +100,7 @@ import jax
 import numpy as np
 import eqxstable
 from eqxstable import _keys as keys_init
-from eqxstable._keys import _context as ctx, _rules as r
+from eqxstable._keys import _context as ctx, _globals as g, _rules as r
 from eqxstable._keys._types import Equal
 c_key = ctx.key
 """

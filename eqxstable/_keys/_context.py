@@ -2,11 +2,11 @@
 the recursion with cycles and depth limits (cuts walked from the top), identity fallbacks, and
 the budget of objects one key may walk.
 
-The handlers, and the table that picks one per type, live in `_values.py`, `_callables.py` and
-`_rules.py`; this module's `key` reaches them through `_rules.resolve`, imported on first use. The
-walk's bookkeeping (`Walk`, the numbering of objects met again) is in `_numbering.py`, the
-containers keyed by identity past the budget in `_frozen.py`, and the memo across calls in
-`_memo.py`.
+The handlers (one module per kind, see `README.md`) and the table that picks one per type
+(`_rules.py`) sit above it; this module's `key` reaches them through `_rules.resolve`, imported
+on first use. The walk's bookkeeping (`Walk`, the numbering of objects met again) is in
+`_numbering.py`, the containers keyed by identity past the budget in `_frozen.py`, and the memo
+across calls in `_memo.py`.
 """
 
 from collections.abc import Callable

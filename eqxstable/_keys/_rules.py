@@ -34,6 +34,7 @@ from . import (
     _arrays as arr,
     _callables as c,
     _classes as cl,
+    _functions as fn,
     _library as lib,
     _modules as mod,
     _mutable as mut,
@@ -156,7 +157,7 @@ _EXACT: dict[type, Handler] = {
     # K-value: code objects compare by value (bytecode, names, constants)
     types.CodeType: _code,
     # K-function, K-library-code, K-method, K-jit
-    types.FunctionType: c.function,
+    types.FunctionType: fn.function,
     types.MethodType: c.method,
     types.BuiltinFunctionType: c.builtin,
     c.PjitFunction: c.pjit,

@@ -1,0 +1,209 @@
+"""Keys of Python functions (`K-function`, `K-cell`, `K-counter-cell`): by everything a trace can
+read (code, closure cells, defaults, attributes, names, annotations, and the globals it loads and
+the modules it imports, keyed by `_globals.py` and followed into the user's own helpers, classes
+and modules)."""
+
+import builtins
+import types
+from typing import Any
+
+from ._code import (
+    counter_cells,
+    global_counters,
+    lone_cell,
+    reads,
+    reads_namespaces,
+    sealed_cells,
+)
+from ._context import compound, Ctx, identity, key, too_deep
+from ._globals import _global, _imported
+from ._imports import imports
+from ._memo import recall
+from ._modules import IMPORT_MADE
+from ._origin import library_function, pure_library
+from ._state import dict_state, extra_attrs, impure_library, owns_data, unreadable
+from ._types import FunctionKey, Namespace
+from ._watch import plain_fn_state
+
+
+_EMPTY = ("empty-cell",)
+_COUNTER = ("counter-cell",)
+# Builtins through which a function can read any global by a name its bytecode does not show.
+_DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
+
+
+def fn_state(f: types.FunctionType) -> tuple:
+    """Everything about a function that can be rebound in place after it was keyed."""
+    state: list[Any] = [f.__code__, f.__defaults__, f.__kwdefaults__]
+    if f.__kwdefaults__:
+        state.extend(dict_state(f.__kwdefaults__))
+    if f.__closure__:
+        for cell in f.__closure__:
+            try:
+                state.append(cell.cell_contents)
+            except ValueError:
+                state.append(_EMPTY)
+    d = f.__dict__
+    if d:
+        state.extend(dict_state(d))
+    state.extend(_names(f))
+    annotations = f.__annotations__
+    state.append(annotations)
+    if annotations:
+        state.extend(dict_state(annotations))
+    return tuple(state)
+
+
+def _names(f: types.FunctionType) -> tuple:
+    # What code can read of a function besides its code, cells, defaults and `__dict__` (a
+    # dispatcher keyed by `__name__`, `inspect.signature` reading annotations), all assignable.
+    return (f.__name__, f.__qualname__, f.__module__, f.__doc__, *_type_params(f))
+
+
+def _type_params(f: types.FunctionType) -> tuple:
+    # Python 3.12+: `def f[T](x)`; assignable like the names.
+    params = getattr(f, "__type_params__", None)
+    return () if params is None else (params,)
+
+
+def _annotations(f: types.FunctionType, ctx: Ctx) -> tuple:
+    """`f.__annotations__`, the function's own dict, by contents (watched with `fn_state`). An
+    annotation compared by its own `==` (`int | None`, `list[int]`) is keyed as that very object
+    too: two functions holding the same one may be substituted, as for any object they both
+    read, and a rebuilt one holding an equal new one is a new key (a retrace)."""
+    parts = []
+    for name, value in f.__annotations__.items():
+        own_eq = ctx.own_eq
+        ctx.own_eq = False
+        part = key(value, ctx, False)
+        if ctx.own_eq:
+            part = (Namespace(value), part)
+        ctx.own_eq = own_eq
+        parts.append((name, part))
+    return tuple(parts)
+
+
+def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
+    # `K-cell`, `K-counter-cell`.
+    if not f.__closure__:
+        return ()
+    # Before any reference to the closure is held here: `lone_cell` counts them.
+    sealed = [s or lone_cell(f, i) for i, s in enumerate(sealed_cells(f, library))]
+    counters = counter_cells(f, library) if not all(sealed) else None
+    out = []
+    for i, (cell, is_sealed) in enumerate(zip(f.__closure__, sealed)):
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            out.append((_EMPTY, identity(cell, ctx)))
+            continue
+        if counters and counters[i] and type(contents) in (int, float):
+            # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
+            out.append((_COUNTER, identity(cell, ctx)))
+            continue
+        part = key(contents, ctx, False)
+        if not is_sealed:
+            # A loop variable, or one a `nonlocal` setter may rebind: never shared with a
+            # closure over another cell, whatever the two hold now.
+            part = (identity(cell, ctx), part)
+        out.append(part)
+    return tuple(out)
+
+
+@compound
+def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
+    library = library_function(f)
+    if library and ctx.depth > 1 and not pure_library(f):
+        # Reached by a reader (a partial of `os.getenv`, `from os import getenv`); before the
+        # memo, which holds its key as a function keyed on its own.
+        return impure_library(f, ctx)
+    if not library and reads_namespaces(f.__code__):
+        # `f.__globals__["c"]`, `sys._getframe().f_globals["c"]`: what it reads there no key can
+        # enumerate. Its reader is never shared (before the memo, as above); on its own it is
+        # itself, as under `equinox.filter_jit`.
+        return identity(f, ctx) if ctx.depth == 1 else unreadable(f, ctx)
+    memo = recall(f)
+    if memo is not None and memo.spliced:
+        watch = memo.watch.strong()
+        if watch is not None:
+            ctx.extend(watch)
+            ctx.identity |= memo.key.identity
+            ctx.own_eq |= not memo.key.substitutable
+            return memo.key.parts
+    code = f.__code__
+    try:
+        f.__annotations__
+    except Exception:
+        # Evaluated lazily on Python 3.14, which may raise: nothing to key or watch by value.
+        return identity(f, ctx)
+    if not library:
+        # Most functions have no closure, keyword defaults or attributes: a cheaper check.
+        plain = (
+            f.__kwdefaults__ is None
+            and not f.__closure__
+            and not f.__dict__
+            and not f.__annotations__
+            and not _type_params(f)
+        )
+        state_fn = plain_fn_state if plain else fn_state
+        ctx.states.append((f, state_fn, state_fn(f)))
+    cells = _cells(f, ctx, library)
+    kwdefaults = f.__kwdefaults__
+    if kwdefaults or owns_data(f):
+        # The function owns a dict that can change in place (`f.__kwdefaults__["k"] = 9.0`,
+        # `f.scale = 9.0` read back as `act.scale`): an equal function elsewhere reads another
+        # dict, so `intern` must never hand out one for the other (`ctx.own_eq`: "not
+        # substitutable"). Keyed by contents still, and watched, for the jit caches.
+        ctx.own_eq = True
+    globals_read: tuple = ()
+    if not library:
+        r = reads(code)
+        names = r.names
+        table = f.__builtins__
+        if (names or imports(code)) and (
+            type(f.__globals__) is not dict or type(table) is not dict
+        ):
+            # Python reads globals and builtins that are not exactly a `dict` through their own
+            # `__getitem__` (a subclass's `__missing__` may serve any name, from anywhere): what
+            # it returns no key can see, so the function is a key equal to nothing.
+            return too_deep(f, ctx)
+        counters = global_counters(code)
+        looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
+        dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
+        if dynamic:
+            # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed
+            # (the import system's own objects aside, as for a module read whole).
+            names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
+            names = tuple(dict.fromkeys(names))
+            counters = frozenset()
+        globals_read = tuple(
+            (name, _COUNTER)
+            if name in counters and type(f.__globals__.get(name)) in (int, float)
+            else (name, _global(f.__globals__, name, r, ctx, table))
+            for name in names
+        )
+        bindings = imports(code)
+        imported = () if bindings == () else _imported(f, bindings, dynamic, ctx)
+        if imported is None:
+            return identity(f, ctx)
+        globals_read += imported
+    return FunctionKey(
+        "fn",
+        code,
+        Namespace(f.__globals__),
+        key(f.__defaults__, ctx, False),
+        tuple((k, key(v, ctx, False)) for k, v in kwdefaults.items()) if kwdefaults else (),
+        cells,
+        extra_attrs(f, ctx),
+        globals_read,
+        (
+            f.__name__,
+            f.__qualname__,
+            key(f.__module__, ctx, False),
+            key(f.__doc__, ctx, False),
+            key(_type_params(f), ctx, False),
+            Namespace(f.__builtins__),
+        ),
+        # A library function's annotations are part of its code, constant like it.
+        () if library else _annotations(f, ctx),
+    )
