@@ -1,7 +1,8 @@
 """A call that ran a program compiled for an equal trace (a guest, no compile), then called with
 a new shape, then with the old one again; and the owner of that program the same (attack 7b-14).
 Each takes a token of its own for the new shape and keeps running the shared program for the
-old one: no trace, no compile, as Equinox's cache hits."""
+old one: no trace, no compile, as Equinox's cache hits; the shared program, traced once,
+takes a new guest."""
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ def solve(f, b):
 
 
 a, b = jnp.arange(3.0), jnp.arange(4.0)
-f1, f2 = make(), make()
+f1, f2, f3 = make(), make(), make()
 print(solve(f1, a))
 print(solve(f2, a))
 # The guest at a new shape: traced and compiled under its own token.
@@ -30,3 +31,5 @@ print(solve(f2, a))
 # The owner at a new shape, then the old one: the same.
 print(solve(f1, b))
 print(solve(f1, a))
+# A third equal function: the shared program still stands for its one trace, a guest again.
+print(solve(f3, a))
