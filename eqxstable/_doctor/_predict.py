@@ -93,8 +93,8 @@ def donated(options: tuple) -> str:
 
 
 class ShadowToken:
-    """As `eqxstable._jit._reuse.Token` (or a `Guest` of one, `target`): how many traces an
-    entry's own program had, and how many other entries run it."""
+    """As `eqxstable._jit._token.Token` (or a `Guest` of one, `target`): how many traces an
+    entry's own program had, and how many other entries run (or ran) it."""
 
     __slots__ = ("traces", "guests", "target")
 
@@ -327,7 +327,10 @@ class Predictor:
     ) -> bool:
         # As `eqxstable._jit._reuse`: only an entry's first trace looks for a program compiled
         # for an equal trace under a token that had that one trace; a later trace of a guest, or
-        # of a token with guests, detaches to a token of its own.
+        # of a token with guests, detaches to a token of its own (`_jit._token.Split`). The
+        # entry keeps running the shared program for the types it ran it for (`seen` keeps
+        # them), and a guest still counts as one: the shared token, traced once, stays the
+        # target of later equal traces.
         token = program.tokens.get(entry)
         if token is None:
             fp = fingerprint() if fingerprint is not None else None
@@ -340,7 +343,6 @@ class Predictor:
             if fp is not None:
                 self.fingerprints.setdefault(fp, token)
         elif token.target is not None:
-            token.target.guests -= 1
             program.tokens[entry] = ShadowToken()
         elif token.guests:
             program.tokens[entry] = ShadowToken()
@@ -354,14 +356,15 @@ def _detaches(
 ) -> bool:
     """Whether a call under a transformation is a miss because its entry is a guest: it ran a
     program compiled for another entry's equal trace, and a guest called under a transformation
-    detaches and traces under a token of its own (`eqxstable._jit._reuse.Guest`), even for types
-    JAX traced before under the shared token. JAX then holds, for this entry, only what the new
-    token traced (these types, under the transformation) and nothing compiled."""
+    detaches and traces under a token of its own (`eqxstable._jit._token.Guest`), even for types
+    JAX traced before under the shared token. JAX then holds, under the new token, only what it
+    traced (these types, under the transformation); at top level the entry still runs the
+    shared program for the types it ran it for (`eqxstable._jit._token.Split`: `seen` keeps
+    them)."""
     token = program.tokens.get(entry)
     if token is None or token.target is None:
         return False
     program.traced[entry] = {(context, tuple(leaf[:3] for leaf in avals))}
-    program.seen[entry] = set()
     program.traced_abstract.add(entry)
     return True
 

@@ -25,8 +25,8 @@ from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
 from ._outputs import split_output as _split_output
-from ._reuse import Token, trace_sig
 from ._signature import array_leaf, Signature, signature
+from ._token import Token, trace_sig
 
 
 def _abstract(call: Call) -> bool:

@@ -24,119 +24,16 @@ import weakref
 from typing import Any, TYPE_CHECKING
 
 from ._accounting import Call, not_compiled, notify, settle_loaded
-from ._fingerprint import context, fingerprint, reusable, top_level
+from ._fingerprint import fingerprint, reusable
 from ._pinned import jaxpr_of, runs_python
 from ._runtime_error import _has_callback  # pyright: ignore[reportPrivateUsage]
+from ._token import Detach, Guest, route, Split, Token
 
 
 if TYPE_CHECKING:
     # Only for the annotations: both import this module.
     from ._program import Program
     from ._state import _State
-
-
-class Detach(Exception):
-    """Raised inside a trace under a token with guests that is not the trace they matched."""
-
-
-class Token:
-    """JAX's static argument for the programs of one entry (and of its guests).
-
-    Hashes by identity, so JAX's C++ cache compares it at C speed."""
-
-    __slots__ = (
-        "_program",
-        "owner",
-        "sig",
-        "traces",
-        "guests",
-        "compile_seconds",
-        "__weakref__",
-    )
-
-    def __init__(self, program: Any, entry: Any):
-        # Weak: JAX's caches hold the token (as a static argument, inside a treedef) for as
-        # long as they hold the jitted body, and the body holds its program; a strong reference
-        # here would keep every program, and what its key holds, alive for good.
-        self._program = weakref.ref(program)
-        # Weak: JAX's trace cache may keep a token alive after its entry is gone.
-        self.owner = weakref.ref(entry)
-        # The input types and configuration of the first trace under this token, and how many
-        # traces it has had: a guest may join only a token with that one trace.
-        self.sig: Any = None
-        self.traces = 0
-        self.guests = 0
-        self.compile_seconds = 0.0
-
-    @property
-    def program(self) -> Any:
-        return self._program()
-
-    @property
-    def jitted(self) -> Any:
-        return self._program().jitted  # pyright: ignore[reportOptionalMemberAccess]
-
-    def check(self, program: Any, call: Call | None, sig: Any) -> None:
-        """Inside the body, before the user's function is traced under this token.
-
-        A token with guests accepts only the trace its guests matched: its owner entry's own
-        objects, with the same input types and configuration. A guest's call that JAX traces
-        again (its caches were cleared) would trace the guest's objects, which the fingerprint
-        matched only up to what lowering reads (a `custom_jvp`'s rule is left out), and file
-        them as the owner's trace: it detaches instead."""
-        if self.guests and (
-            call is None
-            or call.program is not program
-            or call.entry is not self.owner()
-            or sig != self.sig
-        ):
-            raise Detach
-
-    def traced(self, sig: Any) -> None:
-        if not self.traces:
-            self.sig = sig
-        self.traces += 1
-
-
-class Guest:
-    """The token of an entry whose program is another entry's (`target`): outside every
-    transformation its calls are the target's; under one (a gradient, `vmap`, an outer
-    `jax.jit`) JAX would transform the target's jaxpr, whose rules for transformations (a
-    `custom_jvp`'s) the fingerprint leaves out, so the entry detaches and traces its own.
-
-    A guest runs only the program compiled from the one trace it matched: once the target's
-    owner was traced again under the token (JAX dropped its trace, `jax.clear_caches()`, and
-    the owner's call traced its own objects anew, which may read other state now), the guest
-    detaches too, and its next call traces its own objects."""
-
-    __slots__ = ("target", "program", "jitted")
-
-    def __init__(self, target: Token):
-        self.target = target
-        self.program = target.program
-        real = target.jitted
-        matched = target.traces
-
-        def jitted(donated: list, kept: list, dyn: Any, _: Any) -> Any:
-            if target.traces == matched and top_level():
-                return real(donated, kept, dyn, target)
-            raise Detach
-
-        self.jitted = jitted
-
-
-def real_token(token: Any) -> Token:
-    """The token `jax.jit` sees for an entry's token."""
-    return token.target if type(token) is Guest else token
-
-
-def trace_sig(donated: list, kept: list, fun_dynamic: list) -> tuple:
-    """The input types of a trace (tracers inside the body) and JAX's configuration."""
-    try:
-        avals = tuple(x.aval for x in (*donated, *kept, *fun_dynamic))
-        return (avals, context())
-    except Exception:
-        return (object(),)  # Equal to nothing: a token with guests detaches.
 
 
 # Tokens by the fingerprint of their one trace, across every program. Weak values: a token lives
@@ -214,6 +111,10 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
             _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
             return out
     entry.token = own
+    offered = fp is not None and fp not in _by_fingerprint
+    if offered:
+        # Read before the call donates its buffers.
+        own.route = route(donated, kept, dyn)
     before = stats.compile_seconds
     compile_start = time.perf_counter()
     out = own.jitted(donated, kept, dyn, own)
@@ -221,7 +122,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     own.compile_seconds = stats.compile_seconds - before
     # JAX may have loaded the executable from its persistent compilation cache: no compile.
     settle_loaded(call)
-    if fp is not None and fp not in _by_fingerprint:
+    if offered:
         _by_fingerprint[fp] = own
     if pinned:
         program.cache.pin(entry, call.wrapper._state.parts)
@@ -252,20 +153,42 @@ def traced_program(
         program.waits.add(entry)
 
 
-def detached_token(program: Any, entry: Any) -> Token:
-    """A token of the entry's own, in place of a shared one (or none)."""
+def detached_token(program: Any, entry: Any, keeps: bool = False) -> Token:
+    """A token of the entry's own, in place of a shared one (or none), and the entry's token
+    from now on: that one alone, or, where `keeps` (the shared token still holds the trace the
+    entry ran, `Detach.keeps`), a `Split` that still runs the shared trace for its input types.
+    An entry that is a `Split` already keeps its own token alone: the shared one refused it."""
     token = entry.token
-    if type(token) is Guest:
-        token.target.guests -= 1
-    entry.token = own = Token(program, entry)
+    kind = type(token)
+    if kind is Split:
+        if token.guest:
+            token.target.guests -= 1
+        entry.token = own = token.own
+        return own
+    own = Token(program, entry)
+    if kind is Guest:
+        target, guest = token.target, True
+    elif kind is Token and token.guests:
+        target, guest = token, False
+    else:
+        target = guest = None
+    if keeps and target is not None and target.route is not None:
+        entry.token = Split(target, own, bool(guest))
+    else:
+        if guest:
+            target.guests -= 1  # pyright: ignore[reportOptionalMemberAccess]
+        entry.token = own
     return own
 
 
-def detached(program: Any, call: Call, entry: Any, donated: list, kept: list, dyn: Any) -> Any:
-    """A call whose trace under a shared token was refused: the entry traces under its own."""
-    own = detached_token(program, entry)
-    out = own.jitted(donated, kept, dyn, own)
-    return out
+def detached(
+    program: Any, call: Call, entry: Any, donated: list, kept: list, dyn: Any, refused: Detach
+) -> Any:
+    """A call whose trace under a shared token was refused (`refused`): it runs under the
+    entry's own token, and so do the entry's later calls, but for those that the shared token
+    still serves (`detached_token`)."""
+    own = detached_token(program, entry, refused.keeps)
+    return own.jitted(donated, kept, dyn, own)
 
 
 def slow_call(
@@ -286,5 +209,5 @@ def _dispatch(program: "Program", call: Call, entry: Any, donated: list, kept: l
         return first_call(program, call, entry, donated, kept, dyn)
     try:
         return token.jitted(donated, kept, dyn, token)
-    except Detach:
-        return detached(program, call, entry, donated, kept, dyn)
+    except Detach as refused:
+        return detached(program, call, entry, donated, kept, dyn, refused)

@@ -20,7 +20,7 @@ import jax
 from .._errors import StaleProgramError
 from .._keys._jaxpr import jaxpr_key
 from ._fingerprint import param_key, TRACE_ONLY
-from ._reuse import Detach, real_token
+from ._token import Detach, real_token
 
 
 MSG_STALE = (
@@ -89,7 +89,7 @@ def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: lis
     """After a miss: the jaxpr the program was compiled from, for these argument types."""
     if not served():
         return
-    token = real_token(entry.token)
+    token = real_token(entry.token, donated, kept, fun_dynamic)
     try:
         traced = token.jitted.trace(donated, kept, fun_dynamic, token)
     except Detach:

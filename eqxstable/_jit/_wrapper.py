@@ -17,17 +17,10 @@ from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
-from ._reuse import (
-    Detach,
-    detached,
-    detached_token,
-    Guest,
-    real_token,
-    slow_call,
-    traced_program,
-)
+from ._reuse import detached, detached_token, slow_call, traced_program
 from ._runtime_error import equinox_error
 from ._state import _Aux, _State, new_state
+from ._token import Detach, Guest, real_token, Split
 
 
 # `jtu.tree_flatten` is a Python wrapper around this; calling it directly saves its frame.
@@ -181,13 +174,13 @@ class _JitWrapper(Generic[_P, _T]):
             else:
                 try:
                     out = token.jitted(donated, kept, self._dynamic, token)
-                except Detach:
-                    out = detached(program, call, entry, donated, kept, self._dynamic)
+                except Detach as refused:
+                    out = detached(program, call, entry, donated, kept, self._dynamic, refused)
             if call.committed or call.loaded is not None:
                 settle(call)
             if call.committed and token is not None:
                 state.traced(program)
-                token = real_token(entry.token)
+                token = real_token(entry.token, donated, kept, self._dynamic)
                 traced_program(program, entry, token, state.parts, donated, kept, self._dynamic)
             elif call.committed:
                 state.traced(program)
@@ -249,15 +242,18 @@ class _JitWrapper(Generic[_P, _T]):
         donated, kept = entry.split(leaves)
         token = entry.token
         if token is None or type(token) is Guest:
-            # `.lower()` traces the entry's own objects: a guest detaches from its target.
-            token = detached_token(program, entry)
+            # `.lower()` traces the entry's own objects: a guest takes a token of its own, and
+            # its calls keep running its target's program for the input types it matched.
+            token = detached_token(program, entry, keeps=True)
+        elif type(token) is Split:
+            token = token.own
         previous = current.call
         current.call = Call(program, self, args, kwargs, entry, True)
         try:
             try:
                 lowered = token.jitted.lower(donated, kept, self._dynamic, token)
-            except Detach:
-                token = detached_token(program, entry)
+            except Detach as refused:
+                token = detached_token(program, entry, refused.keeps)
                 lowered = token.jitted.lower(donated, kept, self._dynamic, token)
         finally:
             current.call = previous
