@@ -36,7 +36,7 @@ class Walk(dict):
     computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
     the budget and the cycle bookkeeping see them."""
 
-    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut")
+    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut", "numbers")
 
     def __init__(self) -> None:
         super().__init__()
@@ -50,6 +50,12 @@ class Walk(dict):
         # `(object, n, content_ok)` in the order they were met.
         self.cuts: dict[int, int] = {}
         self.cut: list[tuple[Any, int, bool]] = []
+        # The last number given to an object keyed as `(_DEF, n, parts)` or cut (`_CUT`). Only
+        # those objects count, each when it is numbered (a `_DEF` when it is complete), never
+        # the objects walked: a sub-key reused from a memo walks nothing, so a count of walked
+        # objects would number one structure two ways (a missed sharing). Counted so, the
+        # numbers follow the structure alone.
+        self.numbers = 0
         # Objects walked so far (at most `MAX_OBJECTS`).
         self.walked = 0
         # The lowest depth that a back-reference made since it was last reset points to: a key
@@ -398,7 +404,6 @@ def compound(fn: Handler) -> Handler:
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
-        number = walk.walked
         defined = len(walk.done)
         low, reach = walk.low, walk.reach
         walk.low, walk.reach = _NOWHERE, here
@@ -428,6 +433,7 @@ def compound(fn: Handler) -> Handler:
             # rather than walked again at every path to it (each path to a library's classes
             # and functions, reaching each other through their globals, was a walk: 1,355
             # objects of lineax took 50,000).
+            number = walk.numbers = walk.numbers + 1
             walk.done[slot] = (obj, number)
             parts = (_DEF, number, parts)
         if low < walk.low:
@@ -469,7 +475,7 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
-        n = walk.cuts[slot] = walk.walked
+        n = walk.cuts[slot] = walk.numbers = walk.numbers + 1
         # Never an array by its contents alone below the cut: `intern`'s canonical copies (read-
         # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
         walk.cut.append((obj, n, False))
@@ -478,7 +484,8 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
 
 def _forget_since(walk: Walk, defined: int) -> None:
     # The objects numbered since `defined`, in the order they were completed: all inside the
-    # object whose key failed, so no part of the key names them.
+    # object whose key failed, so no part of the key names them. Their numbers are not given
+    # again: a sub-key kept in a memo inside the failed object may still name them.
     while len(walk.done) > defined:
         walk.done.popitem()
 
