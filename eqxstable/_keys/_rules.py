@@ -160,9 +160,9 @@ _EXACT: dict[type, Handler] = {
     CLOSED_JAXPR: _jaxpr,
     # K-array-top, K-array-reached
     np.ndarray: v.ndarray,
-    # K-mutable
+    # K-mutable (`sys.modules`: K-impure-library)
     list: v.mutable,
-    dict: v.mutable,
+    dict: lib.dict_,
     set: v.mutable,
     bytearray: v.mutable,
     # K-mapping-proxy
