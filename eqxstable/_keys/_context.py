@@ -9,6 +9,7 @@ The handlers, and the table that picks one per type, live in `_values.py`, `_cal
 import operator
 import weakref
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from ._types import Identity, Key
@@ -166,7 +167,9 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         except TooMany as e:
             found = None
             for x in reversed(e.path):
-                if id(x) not in frozen and (frozen_scalars(x) or frozen_items(x)):
+                if id(x) not in frozen and (
+                    frozen_scalars(x) or frozen_items(x) or frozen_nested(x)
+                ):
                     found = x
                     break
             if found is None:
@@ -265,6 +268,47 @@ def _items_state(obj: Any) -> tuple:
     return (size(len(obj)), *obj)
 
 
+def frozen_nested(obj: Any) -> bool:
+    """Whether `obj` is an exact `list`, `dict` or `set` whose items are what `frozen_scalars`
+    accepts or containers that `frozen_items` accepts (a vocabulary of 60,000 small dicts, a
+    list of small lists): past the budget it is keyed by `held_items` one level further down."""
+    if type(obj) not in _HELD:
+        return False
+    for x in _items(obj):
+        t = type(x)
+        if t in _ATOMS or (t in _FROZEN and frozen_scalars(x)) or frozen_items(x):
+            continue
+        return False
+    return True
+
+
+def _nested_state(obj: Any) -> tuple:
+    """`_items_state` one level further down: the items, then each held container's length and
+    then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
+    A dict's keys and values both; equal states are equal contents, item by item by `is`."""
+    items = _items(obj)
+    types = set(map(type, items))
+    # Most hold containers of one kind only (scanned in C): no loop in Python.
+    inner = items if types <= _HELD else [x for x in items if type(x) in _HELD]
+    dicts: Any = (
+        ()
+        if dict not in types
+        else inner
+        if types == {dict}
+        else [x for x in inner if type(x) is dict]
+    )
+    lengths = list(map(len, inner))
+    if lengths and max(lengths) > 256:
+        lengths = list(map(size, lengths))
+    return (
+        size(len(items)),
+        *items,
+        *lengths,
+        *chain.from_iterable(inner),
+        *chain.from_iterable(map(dict.values, dicts)),
+    )
+
+
 def held_items(obj: Any, ctx: Ctx) -> Any:
     """`K-too-deep`: a list, dict or set too big to walk whose items can never change
     (`frozen_items`, chosen by `top`): keyed by its identity and its items' identities (held, so
@@ -272,8 +316,13 @@ def held_items(obj: Any, ctx: Ctx) -> Any:
     (one C loop a hit). An unchanged one keeps its key, so a function closing over a 60,000-word
     vocabulary hits; an item added, removed or replaced is another key, never a stale one."""
     ctx.identity = True
-    ctx.states.append((obj, _items_state, _items_state(obj)))
-    return (TOO_MANY, Identity(obj), _Held(_items(obj)))
+    if frozen_items(obj):
+        ctx.states.append((obj, _items_state, _items_state(obj)))
+        return (TOO_MANY, Identity(obj), _Held(_items(obj)))
+    # `frozen_nested`: the containers it holds, and what they hold, by identity, in one state.
+    state = _nested_state(obj)
+    ctx.states.append((obj, _nested_state, state))
+    return (TOO_MANY, Identity(obj), _Held(state))
 
 
 class _Held:
