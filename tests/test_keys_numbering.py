@@ -12,7 +12,7 @@ import dataclasses
 import random
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, HealthCheck, settings, strategies as st
 
 from eqxstable._keys import clear, compute, too_many_objects
 
@@ -109,7 +109,7 @@ def _warm(nodes: list, order: list) -> Any:
     return compute(nodes[0])[0]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_graphs(), st.randoms(use_true_random=False))
 def test_a_warm_memo_gives_the_cold_key(spec, rnd: random.Random):
     nodes = _graph(*spec)
@@ -121,7 +121,7 @@ def test_a_warm_memo_gives_the_cold_key(spec, rnd: random.Random):
     assert _warm(again, rnd.sample(range(len(again)), rnd.randint(0, len(again)))) == cold
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_graphs(), _graphs(), st.randoms(use_true_random=False))
 def test_equal_keys_are_equal_graphs_whatever_the_memo_held(one, two, rnd: random.Random):
     a, b = _graph(*one), _graph(*two)
@@ -131,7 +131,7 @@ def test_equal_keys_are_equal_graphs_whatever_the_memo_held(one, two, rnd: rando
         assert _bisimilar(a[0], b[0])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_graphs(), st.data())
 def test_another_sharing_is_another_key_whatever_the_memo_held(spec, data):
     # One more edge anywhere (every node is on the backbone): a back-reference that points
