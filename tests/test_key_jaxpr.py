@@ -109,13 +109,9 @@ def test_sub_jaxprs_are_keyed_by_value():
     assert _key(make(1.0)) != _key(make(3.0))
 
 
-@pytest.mark.xfail(
-    jax.__version_info__ < (0, 6),
-    strict=True,
-    reason="JAX 0.5's primitives hold cycles: the walk numbers them by the order it meets them, "
-    "and a memo hit in the second key changes that order (a missed sharing, open)",
-)
 def test_a_nested_jit_is_keyed_by_value():
+    # On JAX 0.5 the primitives hold cycles (numbered in the key), and a memo hit in the second
+    # key used to shift their numbers (`test_keys_numbering.py`).
     @jax.jit
     def inner(x):
         return jnp.sin(x)

@@ -2,7 +2,8 @@
 `_context.held_items`; attack round 6, finding 06): a function closing over an unchanged
 vocabulary of 60,000 pairs hit on no call (each re-walked it and traced again, "mutated"); it is
 now keyed by its identity and its items' identities, watched by `is`, so the same unchanged
-object hits and any item added, removed or replaced (even by an equal value) is another key."""
+object hits and any item added, removed or replaced (even by an equal value) is another key.
+One holding small lists, dicts or sets of such items: `test_keys_too_many_nested.py`."""
 
 import math
 
@@ -113,12 +114,14 @@ def test_a_replaced_item_is_another_key(old, new, position):
 
 @pytest.mark.counts_traces
 @pytest.mark.usefixtures("small_budget")
-def test_a_big_list_holding_a_list_is_still_never_a_hit():
-    # An item that can change (a list) where the walk did not reach: a key equal to nothing.
-    last = [1.0]
-    data = [(i,) for i in range(_N)] + [last]
-    f = es.filter_jit(lambda x: x * data[-1][0])
+def test_a_big_list_holding_a_list_of_lists_is_still_never_a_hit():
+    # An item that can change (a list) two levels down, where the walk did not reach: a key
+    # equal to nothing.
+    last = [[1.0]]
+    data: list = [(i,) for i in range(_N)]
+    data.append(last)
+    f = es.filter_jit(lambda x: x * data[-1][0][0])
     assert float(f(jnp.float32(1.0))) == 1.0
-    last[0] = 3.0
+    last[0][0] = 3.0
     assert float(f(jnp.float32(1.0))) == 3.0
     assert compute(lambda: data)[0] != compute(lambda: data)[0]

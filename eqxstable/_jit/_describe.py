@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from .._compat import code_qualname
 from .._keys import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
+from .._keys._context import MAX_OBJECTS, TOO_MANY
 
 
 _MAX = 40
@@ -340,9 +341,27 @@ def describe_change(old: Any, new: Any, rebuilt: bool = False) -> str:
             if place
             else (f"the {kind} was changed in place")
         )
+    held = _held_past_budget(a)
+    if held is not None and held is _held_past_budget(b):
+        kind = type(held).__name__
+        return (
+            f"the {kind} held by {place or 'it'} was changed in place (past the budget of "
+            f"{MAX_OBJECTS:,} objects a key walks, it is keyed by identity and by the identity of "
+            "everything it holds)"
+        )
     last = _segments(steps)[-1] if steps and _segments(steps) else None
     rebound = (
         last is not None and last[0].kind in ("captured", "global") and last[1] == last[0].name
     )
     verb = "was rebound" if rebound and not rebuilt else "changed"
     return f"{place or 'its value'} {verb}: {render_pair(a, b)}"
+
+
+def _held_past_budget(part: Any) -> Any:
+    """The container that a key part past the object budget names by identity
+    (`_keys._context.held_items`), else `None`."""
+    if type(part) is tuple and len(part) == 3 and part[0] == TOO_MANY:
+        ident = part[1]
+        if type(ident) is Identity:
+            return ident.obj
+    return None

@@ -12,7 +12,16 @@ across calls in `_memo.py`.
 from collections.abc import Callable
 from typing import Any
 
-from ._frozen import _HELD, _Held, _items, _items_state, frozen_items, frozen_scalars
+from ._frozen import (
+    _HELD,
+    _Held,
+    _items,
+    _items_state,
+    _nested_state,
+    frozen_items,
+    frozen_nested,
+    frozen_scalars,
+)
 from ._numbering import (
     _CUT,
     _DEEP,
@@ -130,7 +139,9 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         except TooMany as e:
             found = None
             for x in reversed(e.path):
-                if id(x) not in frozen and (frozen_scalars(x) or frozen_items(x)):
+                if id(x) not in frozen and (
+                    frozen_scalars(x) or frozen_items(x) or frozen_nested(x)
+                ):
                     found = x
                     break
             if found is None:
@@ -187,8 +198,13 @@ def held_items(obj: Any, ctx: Ctx) -> Any:
     (one C loop a hit). An unchanged one keeps its key, so a function closing over a 60,000-word
     vocabulary hits; an item added, removed or replaced is another key, never a stale one."""
     ctx.identity = True
-    ctx.states.append((obj, _items_state, _items_state(obj)))
-    return (TOO_MANY, Identity(obj), _Held(_items(obj)))
+    if frozen_items(obj):
+        ctx.states.append((obj, _items_state, _items_state(obj)))
+        return (TOO_MANY, Identity(obj), _Held(_items(obj)))
+    # `frozen_nested`: the containers it holds, and what they hold, by identity, in one state.
+    state = _nested_state(obj)
+    ctx.states.append((obj, _nested_state, state))
+    return (TOO_MANY, Identity(obj), _Held(state))
 
 
 def _rules_resolve(t: type) -> Handler:
@@ -233,7 +249,6 @@ def compound(fn: Handler) -> Handler:
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
-        number = walk.walked
         defined = len(walk.done)
         low, reach = walk.low, walk.reach
         walk.low, walk.reach = _NOWHERE, here
@@ -263,6 +278,7 @@ def compound(fn: Handler) -> Handler:
             # rather than walked again at every path to it (each path to a library's classes
             # and functions, reaching each other through their globals, was a walk: 1,355
             # objects of lineax took 50,000).
+            number = walk.numbers = walk.numbers + 1
             walk.done[slot] = (obj, number)
             parts = (_DEF, number, parts)
         if low < walk.low:
@@ -286,7 +302,7 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:
             raise TooMany()
-        n = walk.cuts[slot] = walk.walked
+        n = walk.cuts[slot] = walk.numbers = walk.numbers + 1
         # Never an array by its contents alone below the cut: `intern`'s canonical copies (read-
         # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
         walk.cut.append((obj, n, False))

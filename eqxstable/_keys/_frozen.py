@@ -4,6 +4,7 @@ one by its identity (`frozen_scalars`, `frozen_items`), a sound key with little 
 """
 
 import operator
+from itertools import chain
 from typing import Any
 
 from ._watch import size
@@ -56,6 +57,47 @@ def _items_state(obj: Any) -> tuple:
     if type(obj) is dict:
         return (size(len(obj)), *obj.keys(), *obj.values())
     return (size(len(obj)), *obj)
+
+
+def frozen_nested(obj: Any) -> bool:
+    """Whether `obj` is an exact `list`, `dict` or `set` whose items are what `frozen_scalars`
+    accepts or containers that `frozen_items` accepts (a vocabulary of 60,000 small dicts, a
+    list of small lists): past the budget it is keyed by `held_items` one level further down."""
+    if type(obj) not in _HELD:
+        return False
+    for x in _items(obj):
+        t = type(x)
+        if t in _ATOMS or (t in _FROZEN and frozen_scalars(x)) or frozen_items(x):
+            continue
+        return False
+    return True
+
+
+def _nested_state(obj: Any) -> tuple:
+    """`_items_state` one level further down: the items, then each held container's length and
+    then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
+    A dict's keys and values both; equal states are equal contents, item by item by `is`."""
+    items = _items(obj)
+    types = set(map(type, items))
+    # Most hold containers of one kind only (scanned in C): no loop in Python.
+    inner = items if types <= _HELD else [x for x in items if type(x) in _HELD]
+    dicts: Any = (
+        ()
+        if dict not in types
+        else inner
+        if types == {dict}
+        else [x for x in inner if type(x) is dict]
+    )
+    lengths = list(map(len, inner))
+    if lengths and max(lengths) > 256:
+        lengths = list(map(size, lengths))
+    return (
+        size(len(items)),
+        *items,
+        *lengths,
+        *chain.from_iterable(inner),
+        *chain.from_iterable(map(dict.values, dicts)),
+    )
 
 
 class _Held:

@@ -16,7 +16,15 @@ import numpy as np
 
 from ._arrays import dtype_key
 from ._context import compound, Ctx, key, too_deep
-from ._state import added_state, class_part, object_state, slots_of, unreadable
+from ._mutable import mutable
+from ._state import (
+    added_state,
+    class_part,
+    impure_library,
+    object_state,
+    slots_of,
+    unreadable,
+)
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import MISSING, size
 
@@ -325,6 +333,22 @@ def container(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     else:
         items = tuple([key(x, ctx, False) for x in obj])
     return MutableKey(Identity(obj), (Namespace(type(obj)), items))
+
+
+def dict_(obj: dict, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-mutable` for a `dict`, except the import system's table of modules (`sys.modules`):
+    `K-impure-library`. A reader of it (`sys.modules[__name__].LR`) may read any attribute of any
+    module under a name computed at run time, which no key can enumerate; walked whole, it was
+    every module's every name, walked again whenever any module's dict changed (a loop variable
+    of `__main__` rebound each step: tens of milliseconds a call, and a trace). The reader gets a
+    key equal to nothing naming it and keeps that key through the memo, as a reader of
+    `os.getenv` does; on its own it is itself. Never walked."""
+    if obj is sys.modules:
+        if ctx.depth == 0:
+            ctx.identity = True
+            return Identity(obj)
+        return impure_library("sys.modules", ctx)
+    return mutable(obj, ctx, content_ok)
 
 
 def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

@@ -15,7 +15,7 @@ class Walk(dict):
     computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
     the budget and the cycle bookkeeping see them."""
 
-    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut")
+    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut", "numbers")
 
     def __init__(self) -> None:
         super().__init__()
@@ -29,6 +29,12 @@ class Walk(dict):
         # `(object, n, content_ok)` in the order they were met.
         self.cuts: dict[int, int] = {}
         self.cut: list[tuple[Any, int, bool]] = []
+        # The last number given to an object keyed as `(_DEF, n, parts)` or cut (`_CUT`). Only
+        # those objects count, each when it is numbered (a `_DEF` when it is complete), never
+        # the objects walked: a sub-key reused from a memo walks nothing, so a count of walked
+        # objects would number one structure two ways (a missed sharing). Counted so, the
+        # numbers follow the structure alone.
+        self.numbers = 0
         # Objects walked so far (at most `MAX_OBJECTS`).
         self.walked = 0
         # The lowest depth that a back-reference made since it was last reset points to: a key
@@ -133,7 +139,8 @@ _DEF, _SEEN, _CUT, _DEEP = _Tag("def"), _Tag("seen"), _Tag("cut"), _Tag("deep")
 
 def _forget_since(walk: Walk, defined: int) -> None:
     # The objects numbered since `defined`, in the order they were completed: all inside the
-    # object whose key failed, so no part of the key names them.
+    # object whose key failed, so no part of the key names them. Their numbers are not given
+    # again: a sub-key kept in a memo inside the failed object may still name them.
     while len(walk.done) > defined:
         walk.done.popitem()
 

@@ -169,9 +169,9 @@ _EXACT: dict[type, Handler] = {
     CLOSED_JAXPR: _jaxpr,
     # K-array-top, K-array-reached
     np.ndarray: arr.ndarray,
-    # K-mutable
+    # K-mutable (`sys.modules`: K-impure-library)
     list: mut.mutable,
-    dict: mut.mutable,
+    dict: lib.dict_,
     set: mut.mutable,
     bytearray: mut.mutable,
     # K-mapping-proxy
