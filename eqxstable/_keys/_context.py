@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ._per_class import made_by_python, PerClass
 from ._types import Identity, Key
 from ._watch import size, Watch
 
@@ -124,7 +125,10 @@ class Ctx:
 
 
 Handler = Callable[[Any, Ctx, bool], Any]
+# Static types (builtins, C types) by a plain `dict` (the fastest lookup); a class Python code
+# made, weakly: it must be freed once the program drops it (`_per_class.py`).
 HANDLERS: dict[type, Handler] = {}
+_CLASS_HANDLERS: PerClass[Handler] = PerClass()
 
 
 def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -133,8 +137,19 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     handler = HANDLERS.get(t)
     if handler is None:
-        handler = HANDLERS[t] = _rules_resolve(t)
+        handler = _handler(t)
     return handler(obj, ctx, content_ok)
+
+
+def _handler(t: type) -> Handler:
+    if not made_by_python(t):
+        handler = HANDLERS[t] = _rules_resolve(t)
+        return handler
+    handler = _CLASS_HANDLERS.get(t)
+    if handler is None:
+        handler = _rules_resolve(t)
+        _CLASS_HANDLERS.set(t, handler)
+    return handler
 
 
 def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

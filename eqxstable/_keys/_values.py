@@ -13,6 +13,7 @@ import numpy as np
 
 from ._context import compound, Ctx, frozen_part, identity, key, too_deep
 from ._origin import library_class, library_module, own_class, pure_library
+from ._per_class import per_class, PerClass
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import ArrayState, MISSING, size
@@ -194,7 +195,7 @@ def dict_state(d: dict) -> tuple:
     return (size(len(d)), *d.keys(), *d.values())
 
 
-_slot_names: dict[type, tuple[str, ...]] = {}
+_slot_names: PerClass[tuple[str, ...]] = PerClass()
 
 
 def slots_of(cls: type) -> tuple[str, ...]:
@@ -203,12 +204,13 @@ def slots_of(cls: type) -> tuple[str, ...]:
     class body's own code reads it (`__x` in `C` is `_C__x`)."""
     names = _slot_names.get(cls)
     if names is None:
-        names = _slot_names[cls] = tuple(
+        names = tuple(
             _mangled(c, name)
             for c in cls.__mro__
             for name in _declared(c.__dict__.get("__slots__", ()))
             if isinstance(name, str) and name not in ("__dict__", "__weakref__")
         )
+        _slot_names.set(cls, names)
     return names
 
 
@@ -282,7 +284,7 @@ def describe_library(obj: Any) -> str:
 _POINTER = np.dtype(np.intp).itemsize
 
 
-@ft.cache
+@per_class
 def hidden_state(t: type) -> bool:
     """Whether instances of `t` hold state in C that Python cannot read: an instance is larger
     than `object`'s, its `__dict__` and weak reference list and its slots explain (a C base such
@@ -333,7 +335,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 _BASES = frozenset({list, dict, set, bytearray})
 
 
-@ft.cache
+@per_class
 def c_fields(t: type) -> tuple[str, ...]:
     """The fields a library class's C code declares (member and attribute descriptors of its
     own, such as `defaultdict.default_factory`), below the builtin container it extends."""
@@ -362,7 +364,7 @@ def _c_base(t: type) -> type:
 _HEAPTYPE = 1 << 9
 
 
-@ft.cache
+@per_class
 def _fields_eq(cls: type) -> bool:
     """Whether `cls` is a dataclass whose `==` is the one `dataclasses` generated (its fields
     compared as a tuple, type-exactly), without slots or a `__getattr__` of its own."""
@@ -519,7 +521,7 @@ def _owns_dicts(t: type) -> bool:
     return library_class(t)
 
 
-@ft.cache
+@per_class
 def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
