@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
-from eqxstable._keys._per_class import per_class, PerClass
+from eqxstable._keys._per_class import per_class, PerClass, ref
 
 
 def _classes() -> list[type]:
@@ -100,17 +100,22 @@ def test_stabilized_classes_are_freed():
 
 def test_per_class_table():
     table: PerClass[int] = PerClass()
-    table.set(int, 1)
+    table.put(int, 1)
 
     class C:
         pass
 
-    table.set(C, 2)
-    assert (table.get(int), table.get(C), table.get(float), len(table)) == (1, 2, None, 2)
-    ref = weakref.ref(C)
+    table.put(C, 2)
+    assert (table.get(ref(int)), table.get(ref(C)), table.get(ref(float)), len(table)) == (
+        1,
+        2,
+        None,
+        2,
+    )
+    r = weakref.ref(C)
     del C
     gc.collect()
-    assert ref() is None
+    assert r() is None
     assert len(table) == 1
     table.clear()
     assert len(table) == 0

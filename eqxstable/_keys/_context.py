@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._per_class import made_by_python, PerClass
+from ._per_class import PerClass, ref
 from ._types import Identity, Key
 from ._watch import size, Watch
 
@@ -126,9 +126,12 @@ class Ctx:
 
 Handler = Callable[[Any, Ctx, bool], Any]
 # Static types (builtins, C types) by a plain `dict` (the fastest lookup); a class Python code
-# made, weakly: it must be freed once the program drops it (`_per_class.py`).
+# made (a heap type), weakly: it must be freed once the program drops it (`_per_class.py`).
 HANDLERS: dict[type, Handler] = {}
 _CLASS_HANDLERS: PerClass[Handler] = PerClass()
+_HEAPTYPE = 1 << 9
+# `type.__flags__` itself: a metaclass can shadow `cls.__flags__` with an attribute of its own.
+_flags: Callable[[type], int] = type.__dict__["__flags__"].__get__
 
 
 def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -137,18 +140,16 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     handler = HANDLERS.get(t)
     if handler is None:
-        handler = _handler(t)
+        handler = _CLASS_HANDLERS.get(ref(t)) or _handler(t)
     return handler(obj, ctx, content_ok)
 
 
 def _handler(t: type) -> Handler:
-    if not made_by_python(t):
-        handler = HANDLERS[t] = _rules_resolve(t)
-        return handler
-    handler = _CLASS_HANDLERS.get(t)
-    if handler is None:
-        handler = _rules_resolve(t)
-        _CLASS_HANDLERS.set(t, handler)
+    handler = _rules_resolve(t)
+    if _flags(t) & _HEAPTYPE:
+        _CLASS_HANDLERS.put(t, handler)
+    else:
+        HANDLERS[t] = handler
     return handler
 
 

@@ -15,7 +15,7 @@ import types
 from collections.abc import Iterable, Sized
 from typing import Any
 
-from ._per_class import per_class, PerClass
+from ._per_class import per_class, PerClass, ref
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -107,11 +107,11 @@ def library_class(cls: type) -> bool:
     once the module the class names has finished importing (a library's class keyed while its
     package is still being imported, by a decorator that jits at import time, is not yet held
     by the package under its name)."""
-    known = _classes.get(cls)
+    known = _classes.get(ref(cls))
     if known is None:
         known = _library_class(cls)
         if known or not _importing(getattr(cls, "__module__", None)):
-            _classes.set(cls, known)
+            _classes.put(cls, known)
     return known
 
 

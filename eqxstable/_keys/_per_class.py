@@ -5,83 +5,61 @@ A class made at run time (a `collections.namedtuple` or a dataclass made per cal
 close over. A plain `dict` keyed by the class, or `functools.cache`, holds it for good.
 """
 
-import functools as ft
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 
 _V = TypeVar("_V")
-_HEAPTYPE = 1 << 9
-_ref = weakref.ref
-# `type.__flags__` itself: a metaclass can shadow `cls.__flags__` with an attribute of its own.
-_flags: Callable[[type], int] = type.__dict__["__flags__"].__get__
 _MISSING: Any = object()
+# `weakref.ref(cls)` without a callback is the one plain reference CPython keeps per object: it
+# allocates nothing once it exists, and hashes and compares as its class while the class lives.
+ref = weakref.ref
 
 
-def made_by_python(cls: type) -> bool:
-    """Whether `cls` is a heap type (made by a `class` statement or `type(...)`), which may die;
-    a static type (a builtin, a C extension's type) never does."""
-    return bool(_flags(cls) & _HEAPTYPE)
+class PerClass(dict[weakref.ref, _V]):
+    """A `dict` from `ref(cls)` to what was computed from `cls`: look up with
+    `table.get(ref(cls))` (a lookup at C speed), store with `table.put(cls, value)`, which drops
+    the entry when the class dies. A dead reference keeps the hash it had, so it still finds its
+    entry to drop."""
 
-
-class PerClass(Generic[_V]):
-    """A mapping from a class to what was computed from it. A class Python code made (a heap
-    type) is held by a weak reference, and its entry is dropped when it dies. A static type
-    (`int`, `tuple`, a C extension's type) lives for good anyway: it is a plain `dict` key, the
-    fastest lookup, which the builtin kinds met most often take."""
-
-    __slots__ = ("_static", "_heap", "_finalizers")
+    __slots__ = ("_finalizers",)
 
     def __init__(self) -> None:
-        self._static: dict[type, _V] = {}
-        # Keyed by the class's plain weak reference, which CPython shares between all its
-        # callers (`weakref.ref(cls)` allocates nothing once one exists): a lookup is a dict
-        # lookup by that reference, whose hash and `==` are its class's while it lives.
-        self._heap: dict[weakref.ref, _V] = {}
+        super().__init__()
         self._finalizers: dict[weakref.ref, weakref.ref] = {}
 
-    def get(self, cls: type, default: Any = None) -> Any:
-        if _flags(cls) & _HEAPTYPE:
-            return self._heap.get(_ref(cls), default)
-        return self._static.get(cls, default)
-
-    def set(self, cls: type, value: _V) -> None:
-        if not _flags(cls) & _HEAPTYPE:
-            self._static[cls] = value
-            return
-        r = _ref(cls)
-        heap, finalizers = self._heap, self._finalizers
-        heap[r] = value
+    def put(self, cls: type, value: _V) -> None:
+        r = ref(cls)
+        self[r] = value
+        finalizers = self._finalizers
         if r not in finalizers:
-            # The dead reference keeps the hash it had, so it still finds its entry.
-            def drop(_: Any, r: weakref.ref = r) -> None:
-                heap.pop(r, None)
-                finalizers.pop(r, None)
+            finalizers[r] = ref(cls, lambda _, r=r, table=self: table._drop(r))
 
-            finalizers[r] = _ref(cls, drop)
+    def _drop(self, r: weakref.ref) -> None:
+        self.pop(r, None)
+        self._finalizers.pop(r, None)
 
     def clear(self) -> None:
-        self._static.clear()
-        self._heap.clear()
+        super().clear()
         self._finalizers.clear()
-
-    def __len__(self) -> int:
-        return len(self._static) + len(self._heap)
 
 
 def per_class(fn: Callable[[type], _V]) -> Callable[[type], _V]:
     """`functools.cache` for a function of one class, holding the class weakly (`PerClass`)."""
     table: PerClass[_V] = PerClass()
-    get, put = table.get, table.set
+    get = table.get
 
-    @ft.wraps(fn)
     def cached(cls: type) -> _V:
-        value = get(cls, _MISSING)
+        value: Any = get(ref(cls), _MISSING)
         if value is _MISSING:
             value = fn(cls)
-            put(cls, value)
+            table.put(cls, value)
         return value
 
-    cached.cache_clear = table.clear  # pyright: ignore[reportAttributeAccessIssue]
+    cached.__name__ = fn.__name__
+    cached.__qualname__ = fn.__qualname__
+    cached.__doc__ = fn.__doc__
+    cached.__wrapped__ = fn  # pyright: ignore[reportFunctionMemberAccess]
+    cached.cache_clear = table.clear  # pyright: ignore[reportFunctionMemberAccess]
     return cached

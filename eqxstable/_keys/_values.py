@@ -13,7 +13,7 @@ import numpy as np
 
 from ._context import compound, Ctx, frozen_part, identity, key, too_deep
 from ._origin import library_class, library_module, own_class, pure_library
-from ._per_class import per_class, PerClass
+from ._per_class import per_class, PerClass, ref
 from ._scalars import scalar_run
 from ._types import Equal, Identity, MutableKey, Namespace
 from ._watch import ArrayState, MISSING, size
@@ -202,7 +202,7 @@ def slots_of(cls: type) -> tuple[str, ...]:
     """The names of the slots `cls` and its bases declare, as attributes are read: a single
     string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
     class body's own code reads it (`__x` in `C` is `_C__x`)."""
-    names = _slot_names.get(cls)
+    names = _slot_names.get(ref(cls))
     if names is None:
         names = tuple(
             _mangled(c, name)
@@ -210,7 +210,7 @@ def slots_of(cls: type) -> tuple[str, ...]:
             for name in _declared(c.__dict__.get("__slots__", ()))
             if isinstance(name, str) and name not in ("__dict__", "__weakref__")
         )
-        _slot_names.set(cls, names)
+        _slot_names.put(cls, names)
     return names
 
 

@@ -9,7 +9,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._keys import warns_hash_without_eq
-from .._keys._per_class import PerClass
+from .._keys._per_class import PerClass, ref
 
 
 class Kind(enum.Enum):
@@ -32,10 +32,10 @@ _kinds: PerClass[Kind] = PerClass()
 
 def kind_of(obj: Any) -> Kind:
     t = type(obj)
-    kind = _kinds.get(t)
+    kind = _kinds.get(ref(t))
     if kind is None:
         kind = _classify(obj)
-        _kinds.set(t, kind)
+        _kinds.put(t, kind)
     return kind
 
 
