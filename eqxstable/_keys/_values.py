@@ -179,7 +179,32 @@ def owns_data(obj: Any) -> bool:
     (`f.scale`), not only the dunders that `functools.wraps` copies (`__wrapped__`, `__doc__`):
     such an object is never substituted by `intern` (`ctx.own_eq`)."""
     d = getattr(obj, "__dict__", None)
-    return bool(d) and any(not (k[:2] == "__" == k[-2:]) for k in d)
+    if not d:
+        return False
+    copied = _wraps_copied(d)
+    return any(
+        not (k[:2] == "__" == k[-2:]) and copied.get(k, _NOT_COPIED) is not v for k, v in d.items()
+    )
+
+
+def _wraps_copied(d: dict) -> dict:
+    """The `__dict__` of the function a wrapper's `__wrapped__` names, whose entries
+    `functools.wraps` copied into the wrapper's own (`jax.vmap(jnp.sin)` holds `jnp.sin`'s `_fun`
+    and `_jit_info`): an entry that is still the very object the wrapped function holds is its
+    metadata, as the dunders `wraps` copies are, not data of the wrapper's own."""
+    wrapped = d.get("__wrapped__")
+    if wrapped is None or type(wrapped) is types.FunctionType or not library_class(type(wrapped)):
+        # A function's or a user object's `__dict__` is the user's to change: only what `wraps`
+        # copied from a library's C object (a `jax.jit` function's attributes) counts.
+        return {}
+    try:
+        found = vars(wrapped)
+    except Exception:  # No `__dict__`, or a hostile one.
+        return {}
+    return found if type(found) is dict else {}
+
+
+_NOT_COPIED = object()
 
 
 def attrs_state(obj: Any) -> tuple:
