@@ -9,7 +9,6 @@ returned as it is, which makes the walk idempotent and cheap on a tree that is a
 """
 
 import dataclasses
-import functools as ft
 import operator
 from typing import Any, TypeVar
 
@@ -20,7 +19,6 @@ from .._errors import StabilityWarning, warn
 from .._keys._per_class import per_class
 from .._registry import intern
 from ._freezer import freeze
-from ._keyed_partial import keyed_partial
 from ._kinds import Kind, kind_of, small_int
 from ._known import is_known, mark_known
 from ._paths import field_of, field_path, type_name
@@ -89,9 +87,7 @@ class _Walk:
         """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
         kind = kind_of(obj)
         if kind is Kind.LEAF:
-            out = intern(obj)
-            # A partial with keywords, which `intern` keeps, compared by its key instead.
-            return keyed_partial(out) if out is obj and type(obj) is ft.partial else out
+            return intern(obj)
         if kind is Kind.ARRAY or kind is Kind.NONE:
             return obj
         if kind is Kind.INT:
