@@ -28,18 +28,16 @@ sys.setrecursionlimit(5000)
 @pytest.fixture(autouse=True)
 def _forget_key_caches():
     _context.HANDLERS.clear()
+    _context._CLASS_HANDLERS.clear()
     _memo.memo.clear()
     _code._reads.clear()
     _code._sealed.clear()
     _imports._imports.clear()
     _state._slot_names.clear()
-    for cached in (
-        _origin.library_file,
-        _origin.library_class,
-        _arrays._dtype_key,
-        _values.field_names,
-    ):
-        cached.cache_clear()
+    _origin._classes.clear()
+    _origin.library_file.cache_clear()
+    _arrays._dtype_key.cache_clear()
+    _values.field_names.cache_clear()  # pyright: ignore[reportFunctionMemberAccess]
     yield
 
 

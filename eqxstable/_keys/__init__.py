@@ -25,11 +25,19 @@ def compute(obj: Any) -> tuple[Key, Watch]:
     parts = top(obj, ctx, True)
     result = Key(parts, ctx.identity, not ctx.own_eq)
     watch = ctx.watch()
-    if not ctx.copied_arrays:
+    if not ctx.copied_arrays and not _holds_itself(parts, obj):
         # Not when an array was keyed by contents: `intern` hands out a read-only copy of the
         # object, and the original stays writable, so its key must be computed afresh.
         remember(obj, result, watch, not (ctx.stack.done or ctx.stack.cut))
     return result, watch
+
+
+def _holds_itself(parts: Any, obj: Any) -> bool:
+    """Whether a key compares `obj` by its own `==` (`K-own-eq`, `K-jax-value`), and so holds it
+    strongly: the memo, whose entry lives as long as `obj`, would then keep it alive for good."""
+    if type(parts) is Equal:
+        return parts.obj is obj
+    return type(parts) is tuple and any(type(p) is Equal and p.obj is obj for p in parts)
 
 
 def compute_node_data(data: Any) -> tuple[Key, Watch]:

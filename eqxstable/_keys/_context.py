@@ -34,6 +34,7 @@ from ._numbering import (
     TooMany,
     Walk,
 )
+from ._per_class import PerClass, ref
 from ._types import Identity
 from ._watch import Watch
 
@@ -103,7 +104,13 @@ class Ctx:
 
 
 Handler = Callable[[Any, Ctx, bool], Any]
+# Static types (builtins, C types) by a plain `dict` (the fastest lookup); a class Python code
+# made (a heap type), weakly: it must be freed once the program drops it (`_per_class.py`).
 HANDLERS: dict[type, Handler] = {}
+_CLASS_HANDLERS: PerClass[Handler] = PerClass()
+_HEAPTYPE = 1 << 9
+# `type.__flags__` itself: a metaclass can shadow `cls.__flags__` with an attribute of its own.
+_flags: Callable[[type], int] = type.__dict__["__flags__"].__get__
 
 
 def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -112,8 +119,17 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     handler = HANDLERS.get(t)
     if handler is None:
-        handler = HANDLERS[t] = _rules_resolve(t)
+        handler = _CLASS_HANDLERS.get(ref(t)) or _handler(t)
     return handler(obj, ctx, content_ok)
+
+
+def _handler(t: type) -> Handler:
+    handler = _rules_resolve(t)
+    if _flags(t) & _HEAPTYPE:
+        _CLASS_HANDLERS.put(t, handler)
+    else:
+        HANDLERS[t] = handler
+    return handler
 
 
 def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

@@ -89,13 +89,15 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
         return ()
     # Before any reference to the closure is held here: `lone_cell` counts them.
     sealed = [s or lone_cell(f, i) for i, s in enumerate(sealed_cells(f, library))]
+    empty = _empty_for_good(f)
     counters = counter_cells(f, library) if not all(sealed) else None
     out = []
     for i, (cell, is_sealed) in enumerate(zip(f.__closure__, sealed)):
         try:
             contents = cell.cell_contents
         except ValueError:
-            out.append((_EMPTY, identity(cell, ctx)))
+            # `K-cell`: an empty cell that can never be filled holds no state.
+            out.append(_EMPTY if empty[i] else (_EMPTY, identity(cell, ctx)))
             continue
         if counters and counters[i] and type(contents) in (int, float):
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
@@ -108,6 +110,30 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             part = (identity(cell, ctx), part)
         out.append(part)
     return tuple(out)
+
+
+def _empty_for_good(f: types.FunctionType) -> list[bool]:
+    """For each closure cell of `f`, whether it is empty and can never be filled: no frame and no
+    other function holds it, and `f`'s own code never writes it (`lone_cell`, which counts the
+    references, so this runs before any reference to the closure is held). Such a cell holds no
+    state (a variable of a branch the factory did not take: optax's `clip_fn`), so closures
+    rebuilt alike are equivalent. Every other empty cell may be filled later and is keyed by its
+    identity; filling a cell through `cell_contents` is seen by the watch (`fn_state`)."""
+    closure = f.__closure__
+    assert closure is not None
+    n = len(closure)
+    del closure
+    return [_is_empty(f, i) and lone_cell(f, i) for i in range(n)]
+
+
+def _is_empty(f: types.FunctionType, index: int) -> bool:
+    closure = f.__closure__
+    assert closure is not None
+    try:
+        closure[index].cell_contents
+    except ValueError:
+        return True
+    return False
 
 
 @compound

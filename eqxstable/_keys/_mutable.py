@@ -2,12 +2,12 @@
 sets, bytearrays and plain objects by their identity and their contents, watched; as pytree node
 data, lists, dicts and sets by their contents alone."""
 
-import functools as ft
 import types
 from typing import Any
 
 from ._context import compound, Ctx, key
 from ._origin import library_class
+from ._per_class import per_class
 from ._scalars import scalar_run
 from ._state import (
     added_state,
@@ -64,7 +64,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 _BASES = frozenset({list, dict, set, bytearray})
 
 
-@ft.cache
+@per_class
 def c_fields(t: type) -> tuple[str, ...]:
     """The fields a library class's C code declares (member and attribute descriptors of its
     own, such as `defaultdict.default_factory`), below the builtin container it extends."""
@@ -85,7 +85,7 @@ def _c_state(obj: Any) -> tuple:
 mutable = compound(_mutable)
 
 
-@ft.cache
+@per_class
 def _fields_eq(cls: type) -> bool:
     """Whether `cls` is a dataclass whose `==` is the one `dataclasses` generated (its fields
     compared as a tuple, type-exactly), without slots or a `__getattr__` of its own."""

@@ -15,6 +15,8 @@ import types
 from collections.abc import Iterable, Sized
 from typing import Any
 
+from ._per_class import per_class, PerClass, ref
+
 
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
@@ -97,7 +99,7 @@ _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
 
 
-_classes: dict[type, bool] = {}
+_classes: PerClass[bool] = PerClass()
 
 
 def library_class(cls: type) -> bool:
@@ -105,11 +107,11 @@ def library_class(cls: type) -> bool:
     once the module the class names has finished importing (a library's class keyed while its
     package is still being imported, by a decorator that jits at import time, is not yet held
     by the package under its name)."""
-    known = _classes.get(cls)
+    known = _classes.get(ref(cls))
     if known is None:
         known = _library_class(cls)
         if known or not _importing(getattr(cls, "__module__", None)):
-            _classes[cls] = known
+            _classes.put(cls, known)
     return known
 
 
@@ -146,7 +148,7 @@ def _library_class(cls: type) -> bool:
     return _named_in_library_module(cls, cls.__qualname__, extension_ok=True)
 
 
-@ft.cache
+@per_class
 def own_class(cls: type) -> bool:
     """Whether a class is eqxstable's own (its `filter_jit` wrapper, a frozen dataclass compared
     by identity whose fields are by design what it computes with): found under its name in a

@@ -2,7 +2,6 @@
 watched (the state functions a `Watch` compares), the class of an object keyed by value, and the
 objects whose state Python can neither read nor watch (`K-opaque`, `K-impure-library`)."""
 
-import functools as ft
 import types
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from ._context import Ctx, key
 from ._origin import library_class
+from ._per_class import per_class, PerClass, ref
 from ._types import Identity
 from ._watch import MISSING, size
 
@@ -57,7 +57,32 @@ def owns_data(obj: Any) -> bool:
     (`f.scale`), not only the dunders that `functools.wraps` copies (`__wrapped__`, `__doc__`):
     such an object is never substituted by `intern` (`ctx.own_eq`)."""
     d = getattr(obj, "__dict__", None)
-    return bool(d) and any(not (k[:2] == "__" == k[-2:]) for k in d)
+    if not d:
+        return False
+    copied = _wraps_copied(d)
+    return any(
+        not (k[:2] == "__" == k[-2:]) and copied.get(k, _NOT_COPIED) is not v for k, v in d.items()
+    )
+
+
+def _wraps_copied(d: dict) -> dict:
+    """The `__dict__` of the function a wrapper's `__wrapped__` names, whose entries
+    `functools.wraps` copied into the wrapper's own (`jax.vmap(jnp.sin)` holds `jnp.sin`'s `_fun`
+    and `_jit_info`): an entry that is still the very object the wrapped function holds is its
+    metadata, as the dunders `wraps` copies are, not data of the wrapper's own."""
+    wrapped = d.get("__wrapped__")
+    if wrapped is None or type(wrapped) is types.FunctionType or not library_class(type(wrapped)):
+        # A function's or a user object's `__dict__` is the user's to change: only what `wraps`
+        # copied from a library's C object (a `jax.jit` function's attributes) counts.
+        return {}
+    try:
+        found = vars(wrapped)
+    except Exception:  # No `__dict__`, or a hostile one.
+        return {}
+    return found if type(found) is dict else {}
+
+
+_NOT_COPIED = object()
 
 
 def attrs_state(obj: Any) -> tuple:
@@ -73,21 +98,22 @@ def dict_state(d: dict) -> tuple:
     return (size(len(d)), *d.keys(), *d.values())
 
 
-_slot_names: dict[type, tuple[str, ...]] = {}
+_slot_names: PerClass[tuple[str, ...]] = PerClass()
 
 
 def slots_of(cls: type) -> tuple[str, ...]:
     """The names of the slots `cls` and its bases declare, as attributes are read: a single
     string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
     class body's own code reads it (`__x` in `C` is `_C__x`)."""
-    names = _slot_names.get(cls)
+    names = _slot_names.get(ref(cls))
     if names is None:
-        names = _slot_names[cls] = tuple(
+        names = tuple(
             _mangled(c, name)
             for c in cls.__mro__
             for name in _declared(c.__dict__.get("__slots__", ()))
             if isinstance(name, str) and name not in ("__dict__", "__weakref__")
         )
+        _slot_names.put(cls, names)
     return names
 
 
@@ -161,7 +187,7 @@ def describe_library(obj: Any) -> str:
 _POINTER = np.dtype(np.intp).itemsize
 
 
-@ft.cache
+@per_class
 def hidden_state(t: type) -> bool:
     """Whether instances of `t` hold state in C that Python cannot read: an instance is larger
     than `object`'s, its `__dict__` and weak reference list and its slots explain (a C base such

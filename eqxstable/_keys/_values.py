@@ -5,7 +5,6 @@ NumPy arrays by `_arrays.py`, classes and objects with an `==` of their own by `
 modules by `_modules.py`."""
 
 import dataclasses
-import functools as ft
 import struct
 from typing import Any
 
@@ -14,6 +13,7 @@ import numpy as np
 from ._arrays import dtype_key
 from ._context import compound, Ctx, frozen_part, identity, key
 from ._origin import library_class, own_class
+from ._per_class import per_class
 from ._scalars import scalar_run
 from ._state import added_state, class_part, dict_state, extra_attrs, slots_of
 from ._types import Identity, Namespace
@@ -165,7 +165,7 @@ def _owns_dicts(t: type) -> bool:
     return library_class(t)
 
 
-@ft.cache
+@per_class
 def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 

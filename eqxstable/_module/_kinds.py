@@ -9,6 +9,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._keys import warns_hash_without_eq
+from .._keys._per_class import PerClass, ref
 
 
 class Kind(enum.Enum):
@@ -26,14 +27,15 @@ class Kind(enum.Enum):
     HASH_WITHOUT_EQ = enum.auto()
 
 
-_kinds: dict[type, Kind] = {}
+_kinds: PerClass[Kind] = PerClass()
 
 
 def kind_of(obj: Any) -> Kind:
     t = type(obj)
-    kind = _kinds.get(t)
+    kind = _kinds.get(ref(t))
     if kind is None:
-        kind = _kinds[t] = _classify(obj)
+        kind = _classify(obj)
+        _kinds.put(t, kind)
     return kind
 
 

@@ -9,7 +9,6 @@ returned as it is, which makes the walk idempotent and cheap on a tree that is a
 """
 
 import dataclasses
-import functools as ft
 import operator
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ import jax
 import jax.tree_util as jtu
 
 from .._errors import StabilityWarning, warn
+from .._keys._per_class import per_class
 from .._registry import intern
 from ._freezer import freeze
 from ._kinds import Kind, kind_of, small_int
@@ -48,7 +48,7 @@ MSG_FIELD_HASH_WITHOUT_EQ = (
 )
 
 
-@ft.cache
+@per_class
 def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
     return tuple(
         (f.name, bool(f.metadata.get("static", False)))
@@ -56,13 +56,13 @@ def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
     )
 
 
-@ft.cache
+@per_class
 def field_names(cls: type) -> tuple[str, ...]:
     """The names of the dataclass fields of `cls`."""
     return tuple(name for name, _ in _fields(cls))
 
 
-@ft.cache
+@per_class
 def static_fields(cls: type) -> tuple[dataclasses.Field, ...]:
     """The static dataclass fields of `cls`."""
     return tuple(
