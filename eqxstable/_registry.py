@@ -116,14 +116,18 @@ def _canonical_copy(obj: Any, depth: int = 0) -> Any:
         copy = obj.copy()
         copy.flags.writeable = False
         return copy
-    if isinstance(obj, (tuple, frozenset)) and depth < MAX_DEPTH:
-        copies = [_canonical_copy(x, depth + 1) for x in obj]
-        if all(map(operator.is_, copies, obj)):
+    t = type(obj)
+    if issubclass(t, (tuple, frozenset)) and depth < MAX_DEPTH:
+        # The items in its C storage, as its key reads them: a subclass's `__iter__` or `_make`
+        # may do something else.
+        items = tuple(tuple.__iter__(obj) if issubclass(t, tuple) else frozenset.__iter__(obj))
+        copies = [_canonical_copy(x, depth + 1) for x in items]
+        if all(map(operator.is_, copies, items)):
             return obj
-        if type(obj) in (tuple, frozenset):
-            return type(obj)(copies)
+        if t is tuple or t is frozenset:
+            return t(copies)
         if hasattr(obj, "_make"):
-            return _with_state(obj, obj._make(copies))  # pyright: ignore
+            return _with_state(obj, tuple.__new__(t, copies))  # pyright: ignore
     return obj
 
 

@@ -1,5 +1,5 @@
-"""`intern` of a NamedTuple subclass holding an array and an instance attribute: the read-only
-copy it returns keeps the attribute, which the subclass's methods read."""
+"""`intern` of a NamedTuple subclass holding an array and an instance attribute: never
+substituted (its owner may change the attribute later); without attributes, a read-only copy."""
 
 from typing import Any, NamedTuple
 
@@ -29,14 +29,26 @@ def _scaled(scale):
     return q
 
 
-def test_intern_keeps_the_instance_dict():
+def test_intern_never_substitutes_one_holding_attributes():
+    # Its `__dict__` is its own, and its owner may change it later: an equal twin elsewhere
+    # holds another one, so `intern` returns each as it is (finding 17 of attack 8a).
     q = _scaled(2.0)
     r = es.intern(q)
-    assert r.scale == 2.0
-    assert not r.a.flags.writeable
-    assert r(1.0) == q(1.0) == 2.0
+    assert r is q and r.scale == 2.0
+    twin = _scaled(2.0)
+    assert es.stable_key(twin) == es.stable_key(q)
+    assert es.intern(twin) is twin
+    q.scale = 5.0
+    assert twin(1.0) == es.intern(twin)(1.0) == 2.0
     other = es.intern(_scaled(3.0))
     assert other(1.0) == 3.0
+
+
+def test_intern_of_one_without_attributes_is_a_read_only_copy():
+    q = Scaled(np.array([1.0]))
+    r = es.intern(q)
+    assert type(r) is Scaled and not r.a.flags.writeable
+    assert es.intern(Scaled(np.array([1.0]))) is r
 
 
 class Holder(es.StableModule):

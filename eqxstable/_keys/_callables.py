@@ -23,8 +23,17 @@ from ._types import Namespace
 PjitFunction = type(jax.jit(lambda: None))
 
 
+# What a partial computes with, read from its C storage through `functools.partial`'s own
+# descriptors: a subclass may override `func`, `args` or `keywords` with a property showing
+# something else (`class Bound(partial): args = property(lambda self: ())`), and `partial`'s
+# `__call__` never reads them.
+_FUNC = ft.partial.__dict__["func"].__get__
+_ARGS = ft.partial.__dict__["args"].__get__
+_KEYWORDS = ft.partial.__dict__["keywords"].__get__
+
+
 def _partial_state(p: ft.partial) -> tuple:
-    return (p.func, p.args, *dict_state(p.keywords))
+    return (_FUNC(p), _ARGS(p), *dict_state(_KEYWORDS(p)))
 
 
 @compound
@@ -34,14 +43,15 @@ def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
     # in place (`p.keywords["k"] = 9.0`), so a partial with keywords (or attributes) is never
     # substituted by `intern`: its equal twin elsewhere reads another dict.
     ctx.states.append((p, _partial_state, _partial_state(p)))
-    if p.keywords or owns_data(p):
+    keywords = _KEYWORDS(p)
+    if keywords or owns_data(p):
         ctx.own_eq = True
     # A subclass (one with a `__call__` of its own) is keyed as a class: its methods run.
     return (
         class_part(type(p), ctx),
-        key(p.func, ctx, False),
-        key(p.args, ctx, False),
-        tuple((k, key(v, ctx, False)) for k, v in p.keywords.items()),
+        key(_FUNC(p), ctx, False),
+        key(_ARGS(p), ctx, False),
+        tuple((k, key(v, ctx, False)) for k, v in keywords.items()),
         added_state(p, ctx),
     )
 

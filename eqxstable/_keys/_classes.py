@@ -2,13 +2,17 @@
 (`K-user-class`, an enum's members too), an object compared by its class's own `==` (`K-own-eq`),
 and the descriptors a class holds (`K-descriptor`)."""
 
+import abc
 import enum
 import types
 from typing import Any
 
+import equinox as eqx
+
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
 from ._state import added_state, dict_state, hidden_state, IGNORED_ATTRS, unreadable
+from ._structure import _registered, _REGISTRY
 from ._types import Equal, Namespace
 from ._watch import size
 
@@ -90,15 +94,78 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
             for k, v in d.items()
             if k not in IGNORED_ATTRS and k not in skip
         )
-        out.append((Namespace(c), items, _members(c, ctx), _field_code(d, ctx)))
+        registry = _abc_registry(c, ctx) if "_abc_impl" in d else ()
+        out.append((Namespace(c), items, _members(c, ctx), _field_code(d, ctx), registry))
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
-    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out))
+    # The flatten and unflatten registered for it with JAX run wherever one of its instances is
+    # flattened or rebuilt (`jax.tree.leaves(box)`, `tree_unflatten(treedef, leaves)`): not in
+    # its namespace, yet keyed with it, so the globals they read are followed (`_class_state`
+    # holds the registry's entry, so a registration made later is seen). Not an `eqx.Module`'s:
+    # Equinox registers every one itself, with code it generates from the fields (keyed with
+    # the class), which is library code and constant; keying it cost a walk of its annotations
+    # for every module keyed.
+    node = (
+        ()
+        if issubclass(cls, eqx.Module)
+        else tuple(_registered_key(f, ctx) for f in _registered(cls))
+    )
+    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out), node)
 
 
 _ABC_MADE = frozenset({"_abc_impl"})
 _NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
+
+
+def _registered_key(f: Any, ctx: Ctx) -> Any:
+    """A function registered with JAX for a class, keyed as what it is. Two equal keys of the
+    class name this very class, so they read this very function: data it owns (Equinox's
+    generated flatten keeps its `__source__`) is the same object for both, and does not stop
+    `intern` from substituting what holds the class (as for a function's annotations)."""
+    own_eq = ctx.own_eq
+    part = key(f, ctx, False)
+    ctx.own_eq = own_eq
+    return part
+
+
+def _abc_registry(c: type, ctx: Ctx) -> Any:
+    """An `abc` class's virtual subclasses: the classes registered with it (`Kind.register(float)`)
+    or with any of its subclasses, which `isinstance(x, c)` asks too. `abc` keeps them in C state
+    (`_abc_impl`), read through `abc._get_dump`; each is keyed as the class it is (one that is an
+    `abc` class itself brings its own). Every `register` anywhere moves `abc`'s cache token,
+    which `_class_state` holds: the key is then computed again. A class defined later whose
+    `__subclasshook__` answers for `c` is not seen."""
+    if _get_dump is None:
+        return unreadable(c, ctx)
+    found: dict[int, type] = {}
+    seen: set[int] = set()
+    pending = [c]
+    while pending:
+        x = pending.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        try:
+            registry = _get_dump(x)[0]
+        except Exception:  # noqa: BLE001
+            if x is c:
+                return unreadable(c, ctx)
+            continue  # A subclass that is not an `abc` class: it has no registry.
+        for ref in registry:
+            t = ref()
+            if t is not None:
+                found[id(t)] = t
+        pending.extend(type.__subclasses__(x))
+    # In a fixed order: the registry is a set.
+    return tuple([key(t, ctx, False) for _, t in sorted(found.items(), key=_first)])
+
+
+def _first(item: tuple) -> Any:
+    return item[0]
+
+
+_get_dump = getattr(abc, "_get_dump", None)
 
 
 def _field_code(d: Any, ctx: Ctx) -> tuple:
@@ -207,5 +274,15 @@ def _held(name: str, v: Any) -> bool:
 
 def _class_state(c: type) -> tuple:
     # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
+    # JAX's registry entry for it too (`_registered`).
     d = c.__dict__
-    return (c.__bases__, c.__name__, c.__qualname__, type(c), size(len(d)), *d.values())
+    node = _REGISTRY.get(c)
+    if "_abc_impl" in d:
+        # `abc`'s cache token, moved by every `register` (`_abc_registry`).
+        token = size(abc.get_cache_token())  # pyright: ignore (an `int`)
+        return (c.__bases__, c.__name__, c.__qualname__, type(c), node, token, *_sized(d))
+    return (c.__bases__, c.__name__, c.__qualname__, type(c), node, *_sized(d))
+
+
+def _sized(d: Any) -> tuple:
+    return (size(len(d)), *d.values())

@@ -52,17 +52,35 @@ def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tu
     )
 
 
+def holds_data(obj: Any, ctx: Ctx, skip: Any = ()) -> None:
+    """`K-builtin-subclass`, `K-tuple`, `K-frozen-dataclass`, `K-numpy-scalar`: a value whose
+    object holds data of its own beyond its kind's row (an attribute in its `__dict__` other than
+    `skip` and what `functools.wraps` sets, a slot set), which code may read back and its owner
+    change later (`q.scale = 3.0`): never substituted by `intern` (`ctx.own_eq`), as for a
+    function that owns data. Its equal twin elsewhere holds another dict. Keyed by value still
+    (the data is keyed and watched)."""
+    d = getattr(obj, "__dict__", None)
+    if d and any(
+        k not in skip and k not in IGNORED_ATTRS and not _wraps_made(k, v) for k, v in d.items()
+    ):
+        ctx.own_eq = True
+        return
+    for name in slots_of(type(obj)):
+        if name not in skip and getattr(obj, name, MISSING) is not MISSING:
+            ctx.own_eq = True
+            return
+
+
 def owns_data(obj: Any) -> bool:
     """Whether `obj`'s own `__dict__` holds data that code may read back and change in place
-    (`f.scale`), not only the dunders that `functools.wraps` copies (`__wrapped__`, `__doc__`):
-    such an object is never substituted by `intern` (`ctx.own_eq`)."""
+    (`f.scale`, `f.__scale__` too), not only what `functools.wraps` sets (`WRAPS_SETS`: the exact
+    names it assigns, each holding the kind of object it copies): such an object is never
+    substituted by `intern` (`ctx.own_eq`)."""
     d = getattr(obj, "__dict__", None)
     if not d:
         return False
     copied = _wraps_copied(d)
-    return any(
-        not (k[:2] == "__" == k[-2:]) and copied.get(k, _NOT_COPIED) is not v for k, v in d.items()
-    )
+    return any(not _wraps_made(k, v) and copied.get(k, _NOT_COPIED) is not v for k, v in d.items())
 
 
 def _wraps_copied(d: dict) -> dict:
@@ -83,6 +101,29 @@ def _wraps_copied(d: dict) -> dict:
 
 
 _NOT_COPIED = object()
+
+
+def _wraps_made(name: str, v: Any) -> bool:
+    # Whether `name` is one that `functools.wraps` sets, holding the kind of object it copies.
+    kinds = WRAPS_SETS.get(name)
+    if kinds is None:
+        return False
+    return callable(v) if kinds is callable else type(v) in kinds
+
+
+# What `functools.update_wrapper` puts in a wrapper's `__dict__` (a function keeps the others in
+# slots of its own; a partial or a callable object has only its `__dict__`): each exact name, with
+# the types of what it copies there. The wrapped function's own attributes, which it copies too
+# (its `__dict__`), are data like any other.
+WRAPS_SETS: dict[str, Any] = {
+    "__wrapped__": callable,
+    "__module__": (str, type(None)),
+    "__name__": (str,),
+    "__qualname__": (str,),
+    "__doc__": (str, type(None)),
+    "__annotations__": (dict,),
+    "__type_params__": (tuple,),
+}
 
 
 def attrs_state(obj: Any) -> tuple:

@@ -15,7 +15,16 @@ from ._context import compound, Ctx, frozen_part, identity, key
 from ._origin import library_class, own_class
 from ._per_class import per_class
 from ._scalars import scalar_run
-from ._state import added_state, class_part, dict_state, extra_attrs, slots_of
+from ._state import (
+    added_state,
+    class_part,
+    dict_state,
+    extra_attrs,
+    hidden_state,
+    holds_data,
+    slots_of,
+    unreadable,
+)
 from ._types import Identity, Namespace
 from ._watch import MISSING
 
@@ -40,8 +49,14 @@ def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
     if library_class(t):
         return (t, dtype_key(obj.dtype), obj.tobytes())
-    # A user's subclass: its methods run in the trace, its attributes are read.
-    return (class_part(t, ctx), dtype_key(obj.dtype), obj.tobytes(), added_state(obj, ctx))
+    # A user's subclass: its methods run in the trace, its attributes are read. Its value as
+    # NumPy's own methods read it (the subclass may override `tobytes` or `dtype`).
+    data = (dtype_key(_GENERIC_DTYPE(obj)), np.generic.tobytes(obj))
+    holds_data(obj, ctx)
+    return (class_part(t, ctx), *data, added_state(obj, ctx))
+
+
+_GENERIC_DTYPE = np.generic.__dict__["dtype"].__get__
 
 
 def range_(obj: range, ctx: Ctx, content_ok: bool) -> Any:
@@ -83,8 +98,12 @@ def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
 def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     # NamedTuples and other subclasses: the exact class, the items and any instance attributes,
     # whatever `__eq__` the class defines. Only NamedTuples are rebuilt with read-only arrays.
+    # The items in its C storage, through `tuple`'s own iterator: a subclass's `__iter__` may
+    # show something else (`Pt(1, 2)` iterating as `(1,)`), while its fields and its methods
+    # read the storage. Its class, keyed, covers whatever the subclass overrides.
     content_ok = content_ok and hasattr(obj, "_make")
-    items = tuple([key(x, ctx, content_ok) for x in obj])
+    items = tuple([key(x, ctx, content_ok) for x in tuple.__iter__(obj)])
+    holds_data(obj, ctx)
     return (class_part(type(obj), ctx), items, extra_attrs(obj, ctx))
 
 
@@ -106,11 +125,14 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     frozen = frozen_part(obj, ctx)
     if frozen is not None:
         return frozen
-    items = tuple([key(x, ctx, content_ok) for x in obj])
+    # A subclass's `__iter__` may show something else than what `in` and `len` read: the
+    # items in its C storage, through `frozenset`'s own iterator.
+    items = tuple([key(x, ctx, content_ok) for x in frozenset.__iter__(obj)])
     t = type(obj)
     if t is frozenset:
         return (t, items)
     # A subclass: its methods run in the trace, and it may hold attributes and slots.
+    holds_data(obj, ctx)
     return (class_part(t, ctx), items, added_state(obj, ctx))
 
 
@@ -120,10 +142,28 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     value (never the subclass's own `==`) and its attributes."""
     # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
     state = added_state(obj, ctx)
-    for base in (bool, int, float, complex, str, bytes):
-        if isinstance(obj, base):
-            return (key(type(obj), ctx, False), key(base(obj), ctx, False), state)  # pyright: ignore
+    holds_data(obj, ctx)
+    t = type(obj)
+    for base, read in _BUILTIN_VALUE:
+        if issubclass(t, base):
+            return (key(t, ctx, False), key(read(obj), ctx, False), state)
     return identity(obj, ctx)
+
+
+# The builtin value a subclass's instance holds, read from its C storage through the base's own
+# slots: `int(obj)` or `str(obj)` would call the subclass's `__int__` or `__str__`, which may say
+# anything (`class Act(str): __str__ = str.upper` holds "relu" and computes with it, yet shows
+# "RELU"). Each gives a new object of exactly the base type. By `issubclass` of the type, never
+# `isinstance`, which asks the object's `__class__`.
+_COMPLEX_REAL = complex.__dict__["real"]
+_COMPLEX_IMAG = complex.__dict__["imag"]
+_BUILTIN_VALUE: tuple = (
+    (int, int.__int__),  # `bool` cannot be subclassed; an `int` subclass's is copied exactly.
+    (float, float.__float__),
+    (complex, lambda z: complex(_COMPLEX_REAL.__get__(z), _COMPLEX_IMAG.__get__(z))),
+    (str, str.__str__),
+    (bytes, lambda b: bytes.__getitem__(b, slice(None))),
+)
 
 
 @compound
@@ -134,6 +174,11 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     keyed by its contents and watched. A user's module could share its dicts and lists with the
     caller, so they are keyed as usual (identity and contents)."""
     t = type(obj)
+    if hidden_state(t) and not library_class(t):
+        # A user's class whose C base holds state its fields do not show (a `deque`'s items, an
+        # `array.array`'s buffer): the generated `==` compares the fields alone, so two equal
+        # ones may compute differently. `K-opaque`, as `K-own-eq` makes such a class.
+        return unreadable(obj, ctx)
     values = []
     owned = _owns_dicts(t)
     d = getattr(obj, "__dict__", None) or {}
@@ -156,6 +201,7 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # A subclass may declare slots that are not fields (`class B(A): __slots__ = ("extra",)`).
     # eqxstable's own compute with their fields alone, by design (a wrapper's counters).
     skip = field_names(t) + slots_of(t) if own_class(t) else field_names(t)
+    holds_data(obj, ctx, skip)
     return (key(t, ctx, False), tuple(values), added_state(obj, ctx, skip=skip))
 
 
