@@ -15,7 +15,7 @@ import jax
 import jax.tree_util as jtu
 from jax.core import Tracer
 
-from . import _reuse
+from . import _debug_mode, _reuse
 from ._accounting import Call, current, Miss, not_compiled, notify
 from ._bind import Binder
 from ._cache import Cache
@@ -119,11 +119,13 @@ class Program:
     def _make_jitted(self):
         def body(donated: list, kept: list, fun_dynamic: list, token: Token):
             call = current.call
-            if _eager():
+            if _eager() or _debug_mode.inlined(body):
                 # Under `jax.disable_jit()` JAX runs this on every call without tracing: no miss,
                 # no guard, and the output is the function's own. What JAX compiles meanwhile
                 # (each operation of the function, run eagerly) is none of this call's programs:
-                # the `jax.monitoring` listener ignores it, as while lowering.
+                # the `jax.monitoring` listener ignores it, as while lowering. The same for a
+                # call inlined into another jitted function under Equinox's debug mode
+                # (`_debug_mode.py`): its trace is the outer function's.
                 entry = call.entry if call is not None else token.owner()
                 assert entry is not None
                 if call is not None:
@@ -183,7 +185,12 @@ class Program:
         body.__qualname__ = self.qualname
         # As `equinox.filter_jit`: every mode but "none" donates the function's own arrays too.
         donate_argnums = () if self.donated_args == "none" else (0, 2)
-        return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
+        jitted = _debug_mode.real_jit(
+            body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs
+        )
+        if _debug_mode.replaced():
+            return _debug_mode.Inlining(body, jitted, self.name)
+        return jitted
 
     def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
         # Arguments that do not fit the function raise its `TypeError` now, as
