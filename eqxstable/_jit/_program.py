@@ -13,7 +13,6 @@ from typing import Any
 
 import jax
 import jax.tree_util as jtu
-from jax.core import Tracer
 
 from . import _debug_mode, _reuse
 from ._accounting import Call, current, Miss, not_compiled, notify
@@ -32,8 +31,7 @@ from ._signature import array_leaf, Signature, signature
 def _abstract(call: Call) -> bool:
     """Whether `call` runs under a transformation: some argument (or array of the function) is a
     tracer. Asked only on a miss, never on the hit path."""
-    leaves = jtu.tree_leaves((call.args, call.kwargs, call.wrapper._dynamic))
-    return any(isinstance(x, Tracer) for x in leaves)
+    return call.transformed()
 
 
 def _eager() -> bool:
@@ -258,7 +256,9 @@ class Program:
         if _abstract(call):
             return
         if call.entry in self.traced_abstract:
+            # JAX compiles the trace it kept: a compile of this wrapper's, with no miss.
             self.traced_abstract.discard(call.entry)
+            call.stats.late += 1
             return
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)
