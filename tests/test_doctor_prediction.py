@@ -68,6 +68,13 @@ REUSED = {
         else {}
     ),
 }
+# How many compiles the doctor predicts with no miss of their own: the first call at the top
+# level of what a call traced only under a transformation (JAX compiles the trace it kept), which
+# `cache_info().compiles` counts; `misses - compiles` is then `REUSED` less these.
+LATE = {
+    "transformed_calls.py": 2,
+    **({"guest_under_transformation.py": 1} if AVAILABLE else {}),
+}
 # The lines a script prints differently, because Equinox reuses a program traced for something
 # else: {line: (what it prints under Equinox, what it prints under eqxstable's `filter_jit`)}.
 # `2 * ints` is int32 but `2.0 * ints` float32; `z + offsets[0]` after `offsets[0] = 5.0` is 6;
@@ -138,7 +145,7 @@ def test_prediction_is_what_stabilize_does(tmp_path: Path, script: Path):
         assert prediction["unpredicted_calls"] == 0
         # Traces and compiles separately: the compiles predicted are the ones `--stabilize` makes.
         reused = prediction["filter_jit_misses"] - prediction["filter_jit_compiles"]
-        assert reused == REUSED.get(script.name, 0)
+        assert reused == REUSED.get(script.name, 0) - LATE.get(script.name, 0)
         # A call Equinox served from its cache but eqxstable traces (an added miss) is counted
         # as a compile: the doctor cannot fingerprint a trace that did not happen.
         compiles = stabilized["totals"]["filter_jit_compiles"]

@@ -345,9 +345,11 @@ class Observer:
                     fingerprint = None
                     if frame.inputs is not None and frame.traced and error is None:
                         fingerprint = lambda: self._fingerprint(frame, jit_wrapper, args, kwargs)  # noqa: E731
+                    late = self._predictor.late
                     predicted = self._predictor.miss(
                         decision, fun_arrays, sig if bound else None, fingerprint
                     )
+                    record.late += self._predictor.late - late
                 except Exception:  # pragma: no cover - counted, and the report says so.
                     record.unpredicted += 1
             if predicted is not None:

@@ -192,6 +192,9 @@ class Predictor:
         self.programs: dict[Any, ShadowProgram] = {}
         # As `eqxstable._jit._reuse._by_fingerprint`: tokens by the fingerprint of their trace.
         self.fingerprints: dict[Hashable, ShadowToken] = {}
+        # Compiles with no miss of their own (`CacheInfo.compiles`): the first call at the top
+        # level of what a call traced only under a transformation.
+        self.late = 0
 
     def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
         """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
@@ -293,7 +296,10 @@ class Predictor:
         # A guest under a transformation detaches and traces; otherwise JAX's caches decide.
         detached = abstract and _detaches(program, entry, context, avals)
         elsewhere = not detached and _in_other_context(program, entry, context, avals)
+        was_abstract = entry in program.traced_abstract
         if not detached and not _counts(program, entry, context, avals, abstract):
+            if was_abstract and entry not in program.traced_abstract:
+                self.late += 1
             return None
         if sig is None:
             sig = signature(args, kwargs)

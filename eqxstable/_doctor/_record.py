@@ -23,6 +23,8 @@ class Record:
         # failed (then the prediction is incomplete, and the report says so).
         self.predicted: list[Miss] = []
         self.unpredicted = 0
+        # Of the compiles they would make, those with no miss of their own (`Predictor.late`).
+        self.late = 0
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
         self.history = StaticHistory()

@@ -57,7 +57,8 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "with_eqxstable": len(record.predicted),
         # Of those, the ones that would compile: the others run a program already compiled for
         # an equal trace (`_reuse.py`).
-        "with_eqxstable_compiles": sum(getattr(m, "compiled", True) for m in record.predicted),
+        "with_eqxstable_compiles": sum(getattr(m, "compiled", True) for m in record.predicted)
+        + record.late,
         "with_eqxstable_by_kind": dict(Counter(m.kind for m in record.predicted)),
         "unpredicted_calls": record.unpredicted,
     }

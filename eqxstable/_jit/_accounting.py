@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import jax.monitoring
+import jax.tree_util as jtu
+from jax.core import Tracer
 
 from ._lru import sizes
 
@@ -92,11 +94,16 @@ class CacheInfo(NamedTuple):
         own cache of that entry, which JAX bounds, so `currsize` can exceed `maxsize` while a
         single entry holds more programs than it.
     - `currsize`: the number of compiled programs this wrapper's cache holds now.
-    - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`).
+    - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`),
+        the ones `compiles` counts: not what JAX derives from them under a transformation (a
+        JVP, a batched program).
     - `trace_seconds`: tracing time of this wrapper's function (from `jax.monitoring`).
     - `traces`: the number of misses (each traced the function, or lowered it again).
-    - `compiles`: how many of them XLA compiled a program for; the others reused one compiled
-        for an equal trace, or loaded one (`compiles <= traces`).
+    - `compiles`: how many programs XLA compiled for this wrapper's calls (JAX's compile
+        events): one for each miss that compiled (the others reused one compiled for an equal
+        trace, loaded one, or traced inside another trace, whose program is not this wrapper's),
+        and one for the first call at the top level of what a call traced only under a
+        transformation (JAX compiles that trace then, with no miss: `compiles <= traces`).
     - `loaded`: how many misses JAX served from its persistent compilation cache
         (`jax_compilation_cache_dir`): lowered, then loaded from disk, not compiled. Its load
         time is counted in `compile_seconds` (JAX's compile event covers it).
@@ -122,6 +129,7 @@ class Stats:
         "reused",
         "loaded",
         "uncompiled",
+        "late",
         "misses",
         "compile_seconds",
         "trace_seconds",
@@ -139,6 +147,9 @@ class Stats:
         # How many misses compiled nothing otherwise: their trace raised, or ran inside
         # another trace.
         self.uncompiled = 0
+        # How many compiles had no miss of their own: the first call at the top level of what
+        # a call traced only under a transformation (`Program.untraced_miss`).
+        self.late = 0
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -155,6 +166,7 @@ class Stats:
         self.reused = 0
         self.loaded = 0
         self.uncompiled = 0
+        self.late = 0
         self.misses = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
@@ -177,6 +189,8 @@ class Call:
         "notify",
         "loaded",
         "miss",
+        "compiled",
+        "_transformed",
     )
 
     def __init__(self, program: Any, wrapper: Any, args, kwargs, entry: Any, lowering: bool):
@@ -200,6 +214,17 @@ class Call:
         self.loaded: float | None = None
         # This call's miss, once recorded (`stats.misses[-1]` may be another thread's by then).
         self.miss: Miss | None = None
+        # Whether XLA compiled a program of this wrapper's while the call ran (JAX's event).
+        self.compiled = False
+        self._transformed: bool | None = None
+
+    def transformed(self) -> bool:
+        """Whether the call runs under a transformation: some argument (or array of the
+        function) is a tracer. Asked on a miss or a compile only, never on the hit path."""
+        if self._transformed is None:
+            leaves = jtu.tree_leaves((self.args, self.kwargs, self.wrapper._dynamic))
+            self._transformed = any(isinstance(x, Tracer) for x in leaves)
+        return self._transformed
 
     def record(self, miss: Miss) -> None:
         """Records this call's miss."""
@@ -250,7 +275,11 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     if call.lowering:
         return
     if event == COMPILE_EVENT:
-        call.stats.compile_seconds += duration_secs
+        # Under a transformation what XLA compiles while the call runs is JAX's own derived
+        # program (a JVP, a batched one): not one of this wrapper's (`CacheInfo.compiles`).
+        if not call.transformed():
+            call.compiled = True
+            call.stats.compile_seconds += duration_secs
     elif event == TRACE_EVENT:
         call.stats.trace_seconds += duration_secs
     if event in (LOWER_EVENT, COMPILE_EVENT) and not call.miss_decided:
@@ -297,7 +326,9 @@ def settle_loaded(call: Call) -> None:
 def settle(call: Call) -> None:
     """After a call whose miss was recorded: what it compiled. A miss loaded from JAX's
     persistent compilation cache, or traced inside another trace (`jax.vmap`, `jax.eval_shape`,
-    an outer `jax.jit`), compiled no program of this wrapper's (`CacheInfo.compiles`)."""
+    an outer `jax.jit`), compiled no program of this wrapper's (`CacheInfo.compiles`); one
+    called inside another trace with concrete arguments (`jax.ensure_compile_time_eval()`) ran
+    its own program, and XLA compiled it if JAX said so (the compile event)."""
     settle_loaded(call)
     stats = call.stats
     miss = call.miss
@@ -307,7 +338,7 @@ def settle(call: Call) -> None:
 
     # Under a transformation what JAX compiles is its own derived program (a batched one, or
     # the outer function's): not one of this wrapper's. (A JAX that cannot tell counts it.)
-    if under_a_trace():
+    if under_a_trace() and not call.compiled:
         call.amend(not_compiled(miss, 0.0, "inside"))
         stats.uncompiled += 1
 

@@ -144,7 +144,9 @@ def _array_difference(path: str, old: ArrayLeaf, new: ArrayLeaf) -> Difference |
             "scalar, so create it with an explicit dtype (`jnp.asarray(x, dtype=...)`) or store "
             "the hyperparameter with `es.field(dynamic=True)` every time.",
         )
-    if old.sharding != new.sharding:
+    # A tracer (a call under `jax.grad`, `jax.vmap`) has no sharding to compare (`None`): no
+    # difference, or a static argument that changed would be blamed on the array.
+    if old.sharding is not None and new.sharding is not None and old.sharding != new.sharding:
         return Difference(
             "sharding",
             path,

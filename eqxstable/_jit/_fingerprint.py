@@ -15,7 +15,9 @@ It holds everything the executable depends on:
   whether they are committed to a device;
 - which inputs are donated, and the jit options (compiler options among them);
 - JAX's trace-context configuration (`jax_enable_x64`, matmul precision, dtype promotion, the
-  default device...: what JAX keys its own caches by), and the backend;
+  default device...: what JAX keys its own caches by), what it keys its compiled programs by
+  besides (the concrete mesh of `jax.set_mesh`, the optimisation levels: `_config.py`), and
+  the backend;
 - the output's structure, with its non-array parts by the same strict keys (the reused program's
   output tree rebuilds the result).
 
@@ -34,7 +36,7 @@ import numpy as np
 
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
-from ._config import untraced
+from ._config import compile_only, untraced
 
 
 try:
@@ -317,6 +319,7 @@ def fingerprint(
             (donated_args, len(donated), len(kept), len(dyn)),
             key_of(jitkwargs),
             context(),
+            compile_only(),
             jax.default_backend(),
             tree_key(out_tree),
         )

@@ -13,9 +13,8 @@ from typing import Any
 
 import jax
 import jax.tree_util as jtu
-from jax.core import Tracer
 
-from . import _reuse
+from . import _debug_mode, _reuse
 from ._accounting import Call, current, Miss, not_compiled, notify
 from ._bind import Binder
 from ._cache import Cache
@@ -32,8 +31,7 @@ from ._token import Token, trace_sig
 def _abstract(call: Call) -> bool:
     """Whether `call` runs under a transformation: some argument (or array of the function) is a
     tracer. Asked only on a miss, never on the hit path."""
-    leaves = jtu.tree_leaves((call.args, call.kwargs, call.wrapper._dynamic))
-    return any(isinstance(x, Tracer) for x in leaves)
+    return call.transformed()
 
 
 def _eager() -> bool:
@@ -119,11 +117,13 @@ class Program:
     def _make_jitted(self):
         def body(donated: list, kept: list, fun_dynamic: list, token: Token):
             call = current.call
-            if _eager():
+            if _eager() or _debug_mode.inlined(body):
                 # Under `jax.disable_jit()` JAX runs this on every call without tracing: no miss,
                 # no guard, and the output is the function's own. What JAX compiles meanwhile
                 # (each operation of the function, run eagerly) is none of this call's programs:
-                # the `jax.monitoring` listener ignores it, as while lowering.
+                # the `jax.monitoring` listener ignores it, as while lowering. The same for a
+                # call inlined into another jitted function under Equinox's debug mode
+                # (`_debug_mode.py`): its trace is the outer function's.
                 entry = call.entry if call is not None else token.owner()
                 assert entry is not None
                 if call is not None:
@@ -183,7 +183,12 @@ class Program:
         body.__qualname__ = self.qualname
         # As `equinox.filter_jit`: every mode but "none" donates the function's own arrays too.
         donate_argnums = () if self.donated_args == "none" else (0, 2)
-        return jax.jit(body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs)
+        jitted = _debug_mode.real_jit(
+            body, static_argnums=3, donate_argnums=donate_argnums, **self.jitkwargs
+        )
+        if _debug_mode.replaced():
+            return _debug_mode.Inlining(body, jitted, self.name)
+        return jitted
 
     def _explain(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
         # Arguments that do not fit the function raise its `TypeError` now, as
@@ -251,7 +256,9 @@ class Program:
         if _abstract(call):
             return
         if call.entry in self.traced_abstract:
+            # JAX compiles the trace it kept: a compile of this wrapper's, with no miss.
             self.traced_abstract.discard(call.entry)
+            call.stats.late += 1
             return
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)

@@ -278,7 +278,7 @@ class _JitWrapper(Generic[_P, _T]):
             compile_seconds=stats.compile_seconds,
             trace_seconds=stats.trace_seconds,
             traces=misses,
-            compiles=misses - stats.reused - stats.loaded - stats.uncompiled,
+            compiles=misses - stats.reused - stats.loaded - stats.uncompiled + stats.late,
             loaded=stats.loaded,
         )
 

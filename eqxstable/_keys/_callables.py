@@ -20,7 +20,14 @@ from ._state import added_state, class_part, dict_state, impure_library, owns_da
 from ._types import Namespace
 
 
-PjitFunction = type(jax.jit(lambda: None))
+try:
+    # JAX's own `jax.jit`: under `EQX_ON_ERROR=breakpoint` Equinox replaces `jax.jit` with a
+    # plain function, whose type would take every Python function for a jitted one.
+    from jax._src.api import jit as _jit
+except ImportError:  # pragma: no cover - moved: `jax.jit` as it is now.
+    _jit = jax.jit
+
+PjitFunction = type(_jit(lambda: None))
 
 
 # What a partial computes with, read from its C storage through `functools.partial`'s own
