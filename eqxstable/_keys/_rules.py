@@ -43,6 +43,7 @@ from . import (
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
+from ._state import unreadable
 from ._types import Identity, MutableKey
 from ._watch import ArrayState
 
@@ -244,6 +245,20 @@ def _static_form(t: type) -> bool:
     return t.__dict__.get("eqxstable_static_form") is True
 
 
+def _served_on_access(t: type) -> bool:
+    # A library class whose `__getattr__` makes what it is asked for (`unittest.mock.Mock`,
+    # `MagicMock`: a child mock per attribute, a class per instance): what such an object holds
+    # is not its state but what was asked of it so far, and walking it asks more.
+    return any(
+        "__getattr__" in c.__dict__ and library_class(c) for c in t.__mro__ if c is not object
+    )
+
+
+def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # `K-opaque`: itself on its own, a key equal to nothing for a reader; never walked.
+    return unreadable(obj, ctx)
+
+
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if t in _EXACT:
@@ -284,6 +299,8 @@ def resolve(t: type) -> Handler:
         return mut.mutable  # K-mutable
     if t in lib.JAX_VALUES:
         return lib.jax_value  # K-jax-value
+    if t in lib.KEY_PATH_ENTRIES:
+        return lib.key_path_entry  # K-key-path
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)
@@ -291,6 +308,8 @@ def resolve(t: type) -> Handler:
         and (t.__dataclass_params__.frozen or issubclass(t, eqx.Module))  # pyright: ignore
     ):
         return v.frozen_dataclass  # K-frozen-dataclass
+    if _served_on_access(t):
+        return _served  # K-opaque
     has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
     if has_hash and eq != "identity":
         # K-library-object (`jnp.multiply`, a `jnp.ufunc` held by its module), K-own-eq
