@@ -169,3 +169,37 @@ def test_mocks_are_never_walked():
         assert k == es.stable_key(m) and k != es.stable_key(make())
         assert es.intern(m) is m
         assert es.stable_key(lambda: m()) != es.stable_key(lambda: m())
+
+
+_CFG_DIR = __import__("tempfile").mkdtemp()
+CFG = __import__("pathlib").Path(_CFG_DIR) / "scale.txt"
+
+
+def _reads_file():
+    return lambda x: x * float(CFG.read_text())
+
+
+def _reads_name():
+    return lambda x: (x, CFG.name)
+
+
+def _closes_over(p):
+    return lambda x: x * float(p.read_text())
+
+
+def test_a_path_read_through_its_methods_is_never_shared():
+    CFG.write_text("1.0")
+    assert es.stable_key(_reads_file()) != es.stable_key(_reads_file())
+    assert es.stable_key(_closes_over(CFG)) != es.stable_key(_closes_over(CFG))
+    # Read for its text alone, it is keyed by its text (`K-path`), and rebuilt readers share.
+    assert es.stable_key(_reads_name()) == es.stable_key(_reads_name())
+
+
+@pytest.mark.counts_traces
+def test_a_rebuilt_reader_sees_the_file_as_it_is_now():
+    x = jnp.ones(())
+    CFG.write_text("1.0")
+    assert float(es.filter_jit(_reads_file())(x)) == 1.0
+    CFG.write_text("3.0")
+    assert float(es.filter_jit(_reads_file())(x)) == 3.0
+    assert float(es.filter_jit(_closes_over(CFG))(x)) == 3.0

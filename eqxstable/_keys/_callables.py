@@ -16,7 +16,7 @@ from ._classes import own_eq
 from ._context import compound, Ctx, identity, key
 from ._library import container, opaque
 from ._mutable import mutable
-from ._origin import library_constant, pure_library
+from ._origin import library_code_object, library_constant, pure_library
 from ._state import (
     added_state,
     class_part,
@@ -142,11 +142,23 @@ def c_callable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     the wrapped function can see is a new key. It keeps identity: its C fields beyond those
     objects (an `int` in C) cannot be read."""
     held = _referents(obj)
-    if not held:
+    if all(map(_library_held, held)):
+        # Its class, library code, plain values (a slot wrapper's class, `itemgetter(1)`).
         return Namespace(obj)
     ctx.identity = True
     ctx.states.append((obj, _referents, held))
     return MutableKey(Identity(obj), (type(obj), tuple([key(r, ctx, False) for r in held])))
+
+
+_PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _library_held(x: Any, depth: int = 0) -> bool:
+    if type(x) in _PLAIN or library_code_object(x):
+        return True
+    if type(x) in (tuple, frozenset) and depth < 3:
+        return all(_library_held(y, depth + 1) for y in x)
+    return False
 
 
 @compound

@@ -4,6 +4,7 @@ the modules it imports, keyed by `_globals.py` and followed into the user's own 
 and modules)."""
 
 import builtins
+import pathlib
 import types
 from typing import Any
 
@@ -132,7 +133,11 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
             out.append((_COUNTER, identity(cell, ctx)))
             continue
-        part = key(contents, ctx, False)
+        if isinstance(contents, pathlib.Path) and not library:
+            # A concrete path: its methods read the file system (`K-impure-library`).
+            part = impure_library("pathlib.Path (the file system)", ctx)
+        else:
+            part = key(contents, ctx, False)
         if not is_sealed:
             # A loop variable, or one a `nonlocal` setter may rebind: never shared with a
             # closure over another cell, whatever the two hold now.
