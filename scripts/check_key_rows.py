@@ -20,6 +20,7 @@ TESTS = [
     "tests/test_key_jaxpr.py",
     "tests/test_jit_cache.py",
     "tests/test_keys_library_calls.py",
+    "tests/test_keys_wrappers.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -49,6 +50,7 @@ BREAKS = {
     "K-signature": "r._EXACT[inspect.Parameter] = lambda o, c, k: ('p', o.name)",
     "K-dtype": "r.lib.dtype_ = lambda o, c, k: ('dtype', o.str)",
     "K-jax-value": "r.lib.jax_value = r.cl.own_eq",
+    "K-key-path": "r.lib.key_path_entry = r.cl.own_eq",
     "K-own-eq": "r.cl.own_eq = lambda o, c, k: Equal(o, hash(o))",
     "K-hash-without-eq": "r.hash_without_eq = r.cl.own_eq",
     "K-mutable": "r.mut.list_state = lambda o: ()",

@@ -789,6 +789,7 @@ ROW_TESTS = {
     "K-jax-value": (
         "tests/test_key_jaxpr.py::test_a_jaxpr_static_under_plain_equinox_after_stabilize"
     ),
+    "K-key-path": "tests/test_keys_wrappers.py::test_key_path_entries_type_exactly",
     "K-own-eq": _ALLOW + "test_own_eq_is_its_own_eq_type_exactly_never_substituted",
     "K-hash-without-eq": _ROWS + "test_hash_without_eq_is_identity_with_a_warning",
     "K-mutable": _ROWS + "test_mutables_by_identity_and_contents",

@@ -3,6 +3,8 @@ one also by its identity and watched; an array of Python objects item by item; a
 `np.ndarray` as a `K-mutable` object."""
 
 import functools as ft
+import hashlib
+import weakref
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,7 @@ from ._context import compound, Ctx, key
 from ._mutable import _items
 from ._state import extra_attrs, object_state, slots_of, unreadable
 from ._types import Identity, MutableKey
-from ._watch import ArrayState, MISSING, size
+from ._watch import ArrayState, MISSING, same_bytes, size
 
 
 @ft.lru_cache(maxsize=1024)
@@ -43,14 +45,49 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
             # NULs). Its reader is identity-keyed (`K-opaque`), never shared.
             return unreadable(obj, ctx)
         return object_array(obj, ctx, content_ok)
-    contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
     if content_ok:
         ctx.copied_arrays = True
-        return contents
+        return (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True
-    ctx.blobs.append((obj, ArrayState(obj, contents[3])))
-    return MutableKey(Identity(obj), contents)
+    state, data = _reached(obj)
+    ctx.blobs.append((obj, state))
+    return MutableKey(Identity(obj), (np.ndarray, dtype_key(obj.dtype), obj.shape, data))
+
+
+# Beyond this many bytes, a reached array's key holds a BLAKE2b digest of its bytes rather than
+# the bytes (as a jaxpr's constants, `_jaxpr._BYTES_HELD`): its identity is in the key already,
+# the digest only tells its contents apart, and the one copy is its watch's.
+_BYTES_HELD = 4096
+_big: dict[int, tuple[weakref.ref, ArrayState, tuple]] = {}
+
+
+def _reached(obj: np.ndarray) -> tuple[ArrayState, Any]:
+    """The watch state and the key part of a reached array's bytes. A large one is copied and
+    hashed once while it stays unchanged: a new function reading the same array (a loss rebuilt
+    each step) shares its state (one copy in all) and its digest, checked in place."""
+    if obj.nbytes <= _BYTES_HELD:
+        data = obj.tobytes()
+        return ArrayState(obj, data), data
+    i = id(obj)
+    known = _big.get(i)
+    if known is not None and known[0]() is obj and same_bytes(obj, known[1]):
+        return known[1], known[2]
+    data = obj.tobytes()
+    state = ArrayState(obj, data)
+    digest = ("blake2b", hashlib.blake2b(data, digest_size=32).digest())
+    try:
+        ref = weakref.ref(obj, lambda r, i=i: _forget(i, r))
+    except TypeError:
+        return state, digest
+    _big[i] = (ref, state, digest)
+    return state, digest
+
+
+def _forget(i: int, ref: weakref.ref, big: dict = _big) -> None:
+    known = big.get(i)
+    if known is not None and known[0] is ref:
+        del big[i]
 
 
 @compound

@@ -3,6 +3,7 @@ functions with all their options, and library objects (a constant, a container, 
 made, or what Python cannot read). Python functions are keyed by `_functions.py`."""
 
 import functools as ft
+import gc
 import struct
 import types
 from collections.abc import Iterable, Mapping, Sequence, Set, Sized
@@ -15,9 +16,18 @@ from ._classes import own_eq
 from ._context import compound, Ctx, identity, key
 from ._library import container, opaque
 from ._mutable import mutable
-from ._origin import library_constant, pure_library
-from ._state import added_state, class_part, dict_state, impure_library, owns_data, slots_of
-from ._types import Namespace
+from ._origin import library_code_object, library_constant, pure_library
+from ._state import (
+    added_state,
+    class_part,
+    dict_state,
+    hidden_state,
+    impure_library,
+    owns_data,
+    slots_of,
+    unreadable,
+)
+from ._types import Identity, MutableKey, Namespace
 
 
 try:
@@ -120,12 +130,59 @@ def library_object(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     if getattr(obj, "__dict__", None) is None and not slots_of(type(obj)):
         if isinstance(obj, Sized) and isinstance(obj, Iterable):
             return container(obj, ctx, content_ok)
-        if callable(obj) or hasattr(type(obj), "__get__") or _stateless(type(obj)):
-            # A C callable, a C descriptor of a class (a NamedTuple's field getter), or an
-            # object with no storage at all (`object()`): constants.
+        if callable(obj):
+            return c_callable(obj, ctx, content_ok)
+        if hasattr(type(obj), "__get__") or _stateless(type(obj)):
+            # A C descriptor of a class (a NamedTuple's field getter), or an object with no
+            # storage at all (`object()`): constants.
             return Namespace(obj)
         return opaque(obj, ctx, content_ok)
+    if callable(obj) and ctx.depth > 0 and hidden_state(type(obj)) and _referents(obj):
+        # A C callable with state Python cannot read, wrapping objects (`np.frompyfunc(pyfn)`):
+        # its reader is identity-keyed (`K-opaque`), and what it wraps is keyed and watched, so
+        # that the very same reader is a new key once `pyfn`'s globals change.
+        return _opaque_wrapper(obj, ctx, content_ok)
     return mutable(obj, ctx, content_ok)
+
+
+def _referents(obj: Any) -> tuple:
+    t = type(obj)
+    return tuple([r for r in gc.get_referents(obj) if r is not t])
+
+
+@compound
+def c_callable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-library-object`: a C callable made at run time (`functools.cmp_to_key(cmp)`,
+    `operator.itemgetter(1)`, `operator.methodcaller("f", g)`). It is a constant only if it holds
+    nothing: one that wraps a user function (`cmp` reads globals) is itself *and* what it holds,
+    as the garbage collector sees it (each keyed as what it is, watched by `is`), so a change
+    the wrapped function can see is a new key. It keeps identity: its C fields beyond those
+    objects (an `int` in C) cannot be read."""
+    held = _referents(obj)
+    if all(map(_library_held, held)):
+        # Its class, library code, plain values (a slot wrapper's class, `itemgetter(1)`).
+        return Namespace(obj)
+    ctx.identity = True
+    ctx.states.append((obj, _referents, held))
+    return MutableKey(Identity(obj), (type(obj), tuple([key(r, ctx, False) for r in held])))
+
+
+_PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _library_held(x: Any, depth: int = 0) -> bool:
+    if type(x) in _PLAIN or library_code_object(x):
+        return True
+    if type(x) in (tuple, frozenset) and depth < 3:
+        return all(_library_held(y, depth + 1) for y in x)
+    return False
+
+
+@compound
+def _opaque_wrapper(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    held = _referents(obj)
+    ctx.states.append((obj, _referents, held))
+    return (unreadable(obj, ctx), tuple([key(r, ctx, False) for r in held]))
 
 
 def _stateless(t: type) -> bool:

@@ -4,6 +4,7 @@ the modules it imports, keyed by `_globals.py` and followed into the user's own 
 and modules)."""
 
 import builtins
+import pathlib
 import types
 from typing import Any
 
@@ -30,6 +31,37 @@ _EMPTY = ("empty-cell",)
 _COUNTER = ("counter-cell",)
 # Builtins through which a function can read any global by a name its bytecode does not show.
 _DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
+
+
+def _is_dynamic(v: Any) -> bool:
+    return any(v is d for d in _DYNAMIC)
+
+
+def _dynamic(f: types.FunctionType, r: Any, table: dict) -> bool:
+    """Whether `f` can reach `eval`, `exec`, `globals`, `vars` or `locals` however it gets them:
+    loaded by name, read from a module (`builtins.eval`, a chain `a.b.eval`), or held in a
+    closure cell or a default. Any global may then be read by a name its bytecode does not show."""
+    g = f.__globals__
+    for n in r.names:
+        v = g.get(n, table.get(n))
+        if _is_dynamic(v):
+            return True
+        if isinstance(v, types.ModuleType):
+            chains = [(a,) for a in r.attrs.get(n, ())] + list(r.deep.get(n, ()))
+            for chain in chains:
+                x: Any = v
+                for a in chain:
+                    d = getattr(x, "__dict__", None) if isinstance(x, types.ModuleType) else None
+                    x = d.get(a) if type(d) is dict else None
+                if _is_dynamic(x):
+                    return True
+    held = [*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()]
+    for cell in f.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:
+            pass
+    return any(_is_dynamic(v) for v in held)
 
 
 def fn_state(f: types.FunctionType) -> tuple:
@@ -103,7 +135,11 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
             out.append((_COUNTER, identity(cell, ctx)))
             continue
-        part = key(contents, ctx, False)
+        if isinstance(contents, pathlib.Path) and not library:
+            # A concrete path: its methods read the file system (`K-impure-library`).
+            part = impure_library("pathlib.Path (the file system)", ctx)
+        else:
+            part = key(contents, ctx, False)
         if not is_sealed:
             # A loop variable, or one a `nonlocal` setter may rebind: never shared with a
             # closure over another cell, whatever the two hold now.
@@ -194,8 +230,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             # it returns no key can see, so the function is a key equal to nothing.
             return too_deep(f, ctx)
         counters = global_counters(code)
-        looked_up = (f.__globals__.get(n, table.get(n)) for n in names)
-        dynamic = any(v is d for v in looked_up for d in _DYNAMIC)
+        dynamic = _dynamic(f, r, table)
         if dynamic:
             # `globals()["c"]`, `eval(...)`: any global may be read, so all of them are keyed
             # (the import system's own objects aside, as for a module read whole).

@@ -4,6 +4,7 @@ global it loads (falling back on its builtins), the attributes it reads from a m
 what the `import` statements in its body bind. The function itself is keyed by `_functions.py`."""
 
 import builtins
+import pathlib
 import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence, Set, Sized
@@ -57,11 +58,23 @@ def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
         return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
     if attrs is not None and type(value) is np.ndarray and _ARRAY_META.issuperset(attrs):
         return array_meta(value, ctx)
+    if isinstance(value, pathlib.Path) and not _PATH_TEXT.issuperset(attrs or ("",)):
+        # A concrete path whose reader may call its methods (`CFG.read_text()`, `CFG.stat()`,
+        # `CFG / "x"` passed on): what the file system holds is library data no key sees, as
+        # through `open(CFG)`. Read only for its text (`CFG.name`): keyed by it (`K-path`).
+        return impure_library("pathlib.Path (the file system)", ctx)
     if isinstance(value, type) and library_class(value) and not pure_library(value):
         # A library class read by the function: its class methods may read library state
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
         return impure_library(value, ctx)
     return key(value, ctx, False)
+
+
+# What a reader may read of a concrete path without the file system: text, never another path.
+_PATH_TEXT = frozenset(
+    {"name", "suffix", "suffixes", "stem", "parts", "anchor", "drive", "root", "as_posix"}
+    | {"as_uri", "is_absolute", "match", "is_relative_to", "is_reserved"}
+)
 
 
 def _library_state(v: Any) -> bool:

@@ -186,6 +186,28 @@ def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return Equal(obj, hash(obj))
 
 
+def _key_path_entries() -> dict[type, str]:
+    import jax.tree_util as jtu
+
+    names = {"DictKey": "key", "SequenceKey": "idx", "GetAttrKey": "name"}
+    names["FlattenedIndexKey"] = "key"
+    return {t: f for n, f in names.items() if isinstance(t := getattr(jtu, n, None), type)}
+
+
+# JAX's key-path entries (C++ classes on recent jaxlib) and the one field each holds. Their own
+# `==` compares that field with Python's `==`, so `DictKey(1)`, `DictKey(True)` and
+# `DictKey(1.0)` are equal: they are keyed by their exact type and the field keyed as what it is.
+KEY_PATH_ENTRIES = _key_path_entries()
+
+
+@compound
+def key_path_entry(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """`K-key-path`: `DictKey`, `SequenceKey`, `GetAttrKey`, `FlattenedIndexKey` by their exact
+    type and their one field, keyed type-exactly (a user object held as a dict key: as what it
+    is). The field cannot be reassigned (a read-only property of the C++ class)."""
+    return (type(obj), key(getattr(obj, KEY_PATH_ENTRIES[type(obj)]), ctx, False))
+
+
 #
 # Buffers: this very object and its bytes, compared on each call.
 #

@@ -17,6 +17,7 @@ import inspect
 import mmap
 import pathlib
 import re
+import sys
 import types
 import uuid
 import weakref
@@ -43,6 +44,7 @@ from . import (
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
+from ._state import unreadable
 from ._types import Identity, MutableKey
 from ._watch import ArrayState
 
@@ -244,6 +246,20 @@ def _static_form(t: type) -> bool:
     return t.__dict__.get("eqxstable_static_form") is True
 
 
+def _served_on_access(t: type) -> bool:
+    # `unittest.mock`'s mocks make what they are asked for (a child mock per attribute, a class
+    # per `MagicMock`): what one holds is not its state but what was asked of it so far, and
+    # walking it asks more. (Not every library `__getattr__`: `jax.custom_jvp` forwards to the
+    # function it wraps.) No mock exists before `unittest.mock` is imported.
+    mock = sys.modules.get("unittest.mock")
+    return mock is not None and issubclass(t, mock.NonCallableMock)
+
+
+def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # `K-opaque`: itself on its own, a key equal to nothing for a reader; never walked.
+    return unreadable(obj, ctx)
+
+
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if t in _EXACT:
@@ -284,6 +300,8 @@ def resolve(t: type) -> Handler:
         return mut.mutable  # K-mutable
     if t in lib.JAX_VALUES:
         return lib.jax_value  # K-jax-value
+    if t in lib.KEY_PATH_ENTRIES:
+        return lib.key_path_entry  # K-key-path
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)
@@ -291,6 +309,8 @@ def resolve(t: type) -> Handler:
         and (t.__dataclass_params__.frozen or issubclass(t, eqx.Module))  # pyright: ignore
     ):
         return v.frozen_dataclass  # K-frozen-dataclass
+    if _served_on_access(t):
+        return _served  # K-opaque
     has_hash = t.__hash__ is not None and t.__hash__ is not object.__hash__
     if has_hash and eq != "identity":
         # K-library-object (`jnp.multiply`, a `jnp.ufunc` held by its module), K-own-eq

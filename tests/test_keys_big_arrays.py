@@ -1,0 +1,61 @@
+"""A large NumPy array reached through a function (`K-array-reached`): its key holds a digest of
+its bytes, not the bytes, and a new function reading the same unchanged array neither copies
+nor hashes it again; any change to it is still a new key."""
+
+import hashlib
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+import eqxstable as es
+from eqxstable._keys import _arrays
+
+
+TABLE = np.arange(4096, dtype=np.float64)  # 32 KiB
+
+
+def _reader():
+    return lambda x: x * TABLE[0]
+
+
+def _array_part(k):
+    ((name, part),) = k.parts.globals
+    assert name == "TABLE"
+    return part
+
+
+def test_the_key_holds_a_digest_not_the_bytes():
+    part = _array_part(es.stable_key(_reader()))
+    data = part.contents[3]
+    assert data == ("blake2b", hashlib.blake2b(TABLE.tobytes(), digest_size=32).digest())
+
+
+def test_a_new_reader_of_the_same_array_copies_and_hashes_nothing(monkeypatch):
+    es.stable_key(_reader())
+    state = _arrays._big[id(TABLE)][1]
+    calls = []
+    real = hashlib.blake2b
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_arrays.hashlib, "blake2b", counting)
+    a, b = es.stable_key(_reader()), es.stable_key(_reader())
+    assert a == b and not calls
+    # One watch state (one copy of the bytes) for every reader.
+    assert _arrays._big[id(TABLE)][1] is state
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 4095), st.floats(allow_nan=False))
+def test_any_change_is_a_new_key(i, value):
+    a = np.arange(4096, dtype=np.float64)
+    f = lambda: a[0]  # noqa: E731
+    before = es.stable_key(f)
+    old = a[i]
+    a[i] = value
+    changed = np.float64(value).tobytes() != np.float64(old).tobytes()
+    assert (es.stable_key(f) != before) == changed
+    a[i] = old
+    assert es.stable_key(f) == before
