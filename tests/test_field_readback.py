@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 
 import eqxstable as es
-from eqxstable._module._dynamic import encode
+from eqxstable._module._dynamic import encode, Hyper
 
 
 class Knob(es.StableModule):
@@ -86,8 +86,12 @@ def _read(model):
 @given(numbers)
 def test_inside_a_trace_it_is_the_weak_scalar_jnp_asarray_gives(value):
     got = _read(Knob(jnp.ones(2), value))
-    with np.errstate(over="ignore"):  # `jnp.asarray(1e300)` is `inf` in float32, as the field.
-        want = jnp.asarray(value)
+    if type(encode(value)) is not Hyper:
+        # A float that float32 would make `inf` or 0 is kept static (attack8a-03): read as it is.
+        assert _same(got, value)
+        return
+    # A `bool` is traced as the weak integer 0 or 1, as Python's `bool` is an `int` (attack8a-02).
+    want = jnp.asarray(int(value) if type(value) is bool else value)
     assert got.dtype == want.dtype and got.weak_type == want.weak_type and got.shape == ()
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     if type(value) is float and value == 0.0:  # The sign of zero survives.
@@ -135,8 +139,10 @@ def _raises_or_reads(model: Any, *allowed: Any) -> None:
 @given(numbers, numbers)
 def test_the_sum_of_two_models_never_reads_as_a_silent_number(a, b):
     # Finding 08: summing two models' `eqx.is_array` leaves turned a dynamic 3 into a 6.
-    if type(a) is not type(b):
-        return  # Two kinds: two PyTree structures, which `jax.tree.map` refuses itself.
+    if not _stored_alike(a, b) or type(encode(a)) is not Hyper:
+        # Two kinds (or a float kept static): two PyTree structures, which `jax.tree.map`
+        # refuses itself; two static floats are not array leaves at all.
+        return
     x, static = _arrays(Knob(jnp.ones(2), a))
     y, _ = _arrays(Knob(jnp.ones(2), b))
     summed: Any = eqx.combine(jax.tree.map(lambda s, t: s + t, x, y), static)
