@@ -10,12 +10,34 @@ descriptor, as what was assigned:
 
 | assigned            | leaf (what JAX traces)            | outside a trace | in a trace (x64)  |
 |---------------------|-----------------------------------|-----------------|-------------------|
-| `bool`              | `int32[2]`: 0 or 1, checksum      | the `bool`      | `bool[]`          |
+| `bool`              | `int32[2]`: 0 or 1, checksum      | the `bool`      | weak int32: 0, 1  |
 | `int` (int32 range) | `int32[2]`: the int, checksum     | the `int`       | weak int32 (64)   |
-| `float`             | `uint32[4]`: f32, f64, checksum   | the `float`     | weak float32 (64) |
-| `complex`           | `uint32[7]`: c64, c128, checksum  | the `complex`   | weak complex64    |
+| `float` (in range)  | `uint32[4]`: f32, f64, checksum   | the `float`     | weak float32 (64) |
+| `complex` (same)    | `uint32[7]`: c64, c128, checksum  | the `complex`   | weak complex64    |
 | a larger `int`      | kept as the Python `int`: static  | the `int`       | the `int`         |
+| a `float` out of range | kept as the Python `float`: static | the `float` | the `float`       |
 | anything else       | kept as it is                     | as it is        | as it is          |
+
+A `bool` is read in a trace as the weakly typed integer 0 or 1, not as a JAX `bool`: Python's
+`bool` is an `int`, so `flag_a + flag_b` is 2 and `~flag` is -2 as in eager Python (a JAX bool
+would give a logical OR and NOT). `*`, `-`, `&`, `|`, `^`, comparisons, `jnp.where(flag, ...)`
+and `jax.lax.cond(flag, ...)` agree with Python too. What still differs from a Python `bool`,
+as for any traced number: `if flag:` and `not flag` need a concrete value (make the field
+static to branch in Python), `x[flag]` indexes with 1 where NumPy's `x[True]` adds an axis,
+`flag * bool_array` is an integer array where Python's `True * bool_array` stays `bool`.
+
+A float is dynamic only where float32 holds it: zero, `inf`, NaN, or a magnitude between
+float32's smallest normal number and its largest (about 1.2e-38 to 3.4e38). Any other finite
+float (`1e200`, `1e-200`) would become `inf` or 0 in a trace without x64 (`1e200 * 1e-200`
+would be NaN where Python gives 1.0), so it is kept as the Python float, static, as a larger
+`int` is: a new such value recompiles, and Python arithmetic between such fields is exact. A
+complex is dynamic when both its parts are. Mixing such a static float with a traced value
+converts it as JAX converts any Python float (`x * 1e200` is `inf` in float32).
+
+Arithmetic *inside* a trace is JAX's, not Python's: a dynamic `int` is a 32-bit integer without
+x64, so `n ** 2` for `n = 70000` wraps around (Python gives 4_900_000_000), and `0.1 + 0.2` is
+rounded to float32, exactly as with `jnp.asarray(n)`. Only the value read is exact; keep a
+field that such arithmetic overflows static, or enable x64.
 
 Outside a trace the read is the Python number itself, exactly as assigned (a float from its
 double-precision words), so Python arithmetic between hyperparameters (`n * n // n`,
@@ -27,7 +49,11 @@ the node's data, part of the PyTree structure: a model built with `2` and one bu
 never share a compiled program.
 
 The leaf is an array to `eqx.is_array`, so arithmetic over all array leaves (an EMA or Polyak
-update of a target network, `optax.incremental_update`, the sum of two models) reaches it. Such
+update of a target network, `optax.incremental_update`, the sum of two models) reaches it.
+**A reduction over all `eqx.is_array` leaves also reaches it, and is not refused**: a global
+norm or a parameter count over `eqx.filter(model, eqx.is_array)` includes the stored words (a
+dynamic `2.0` adds 4 uint32 words of size ~1e9 to a norm, and 4 to a count). Reduce over
+`eqx.is_inexact_array` (the trainable leaves, as `eqx.filter_grad` and optax do) instead. Such
 arithmetic can never silently give a wrong number when the field is read outside a trace: a
 leaf that comes back with another dtype (`0.9 * bits` is a float array) is refused as the node
 is rebuilt, with an error that names the field and the fix (`eqx.is_inexact_array`); a leaf of
@@ -149,10 +175,10 @@ def encode(value: Any, name: str = "?") -> Any:
     if t is bool or (t is int and _INT32.min <= value <= _INT32.max):
         kind = t.__name__
         words = np.array([value], dtype=np.int32)
-    elif t is float:
+    elif t is float and _fits_float32(value):
         kind = "float"
         words = _words(value, np.float32, np.float64)
-    elif t is complex:
+    elif t is complex and _fits_float32(value.real) and _fits_float32(value.imag):
         kind = "complex"
         words = _words(value, np.complex64, np.complex128)
     else:
@@ -160,6 +186,17 @@ def encode(value: Any, name: str = "?") -> Any:
     checksum = np.array([_checksum(kind, words)], np.uint32).view(words.dtype)
     sealed = np.concatenate([words, checksum])
     return Hyper(kind, jnp.asarray(sealed), name, value)
+
+
+_FLOAT32 = np.finfo(np.float32)
+
+
+def _fits_float32(x: float) -> bool:
+    """Whether float32 holds `x` without making it `inf` or 0 (it may round it): zero, `inf`,
+    NaN, or a normal float32 magnitude."""
+    if x == 0.0 or x != x or abs(x) == float("inf"):
+        return True
+    return float(_FLOAT32.tiny) <= abs(x) <= float(_FLOAT32.max)
 
 
 def _words(value: Any, single: type, double: type) -> np.ndarray:
@@ -247,9 +284,8 @@ def _python_value(kind: str, words: np.ndarray, name: str = "?") -> Any:
 
 def _traced(kind: str, bits: Any, x64: bool) -> Any:
     bitcast = jax.lax.bitcast_convert_type
-    if kind == "bool":
-        return bits[..., 0] != 0
-    if kind == "int":
+    if kind == "bool" or kind == "int":
+        # A `bool` too: Python's `bool` is an `int`, so `True + True` is 2 (see the table).
         return _weak(bits[..., 0], jnp.int64 if x64 else jnp.int32)
     if kind == "float":
         value = bitcast(bits[..., 1:3], jnp.float64) if x64 else bitcast(bits[..., 0], jnp.float32)

@@ -111,16 +111,22 @@ def field(*, dynamic: bool = False, **kwargs: Any) -> Any:
     **Arguments:**
 
     - `dynamic`: if `True`, a Python `bool`, `int` (in int32's range), `float` or `complex`
-        stored in this field is traced but never trained. `equinox.filter_jit` traces it, so
+        (one that float32 holds without making it `inf` or 0) stored in this field is traced
+        but never trained. `equinox.filter_jit` traces it, so
         rebuilding the module with a new value (a learning rate, a dropout rate, a weight decay)
         does not recompile; `eqx.is_inexact_array` does not see it, so `eqx.filter_grad` and an
         optimiser set up with `eqx.filter(model, eqx.is_inexact_array)` leave it as it was. It
         reads back as the Python number assigned, exactly, outside a trace; inside one, as the
         weakly typed array `jnp.asarray(value)` gives (in the current precision), so a
-        `bfloat16` model times a dynamic `0.1` stays `bfloat16`. Arithmetic over all array
+        `bfloat16` model times a dynamic `0.1` stays `bfloat16`; a `bool` as the weakly
+        typed integer 0 or 1 (`True + True` is 2, as in Python). Arithmetic inside a trace is
+        JAX's (an int32 `n ** 2` wraps past int32's range). A reduction over all
+        `eqx.is_array` leaves (a global norm, a parameter count) includes the stored words:
+        reduce over `eqx.is_inexact_array` leaves. Arithmetic over all array
         leaves that changes the stored words raises a `ValueError` naming the field when it
         is next read outside a trace. Any other
-        value (an array, `None`, a larger `int`) is kept as it is. A user `converter=` runs
+        value (an array, `None`, a larger `int`, a float out of float32's range) is kept as it
+        is, static. A user `converter=` runs
         first. Cannot be combined with `static=True`. How it is stored: `eqxstable/_dynamic.py`.
     - `**kwargs`: everything else is passed to `equinox.field` (`static`, `converter`,
         `default`, `init`, ...).

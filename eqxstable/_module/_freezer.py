@@ -167,6 +167,11 @@ class Freezer:
                 return obj
         if kind is np.ndarray:
             self.has_array = True
+            if obj.dtype.hasobject:
+                # A copy of an object array shares its items, so they are frozen as any other
+                # static value's (a list in it reads back read-only), never kept as the user's
+                # lists, which could change under a form keyed by the items' addresses.
+                obj = self._object_items(obj, path)
             array = canonical_array(obj, canonical)
             parts.extend(array_key(array))
             return array
@@ -191,6 +196,19 @@ class Freezer:
         finally:
             self.canonical = canonical
         return self._register(value, start) if canonical else value
+
+    def _object_items(self, obj: np.ndarray, path: Any) -> np.ndarray:
+        self.parts.append((np.ndarray, "object items", obj.size))
+        canonical = self.canonical
+        self.canonical = False  # Inside an array, compared as a whole: the read-only forms.
+        try:
+            flat = obj.reshape(-1)
+            items = [self(x, (path, i)) for i, x in enumerate(flat.tolist())]
+        finally:
+            self.canonical = canonical
+        out = np.empty(obj.shape, dtype=obj.dtype)
+        out.reshape(-1)[...] = _object_vector(items)
+        return out
 
     def _set(self, obj: Any, kind: type, items: list, canonical: bool) -> Any:
         if canonical:
@@ -272,6 +290,14 @@ class Freezer:
             # canonical form, and so a new program, at every build.)
             self.changeable.append(key)
         return x
+
+
+def _object_vector(items: list) -> np.ndarray:
+    # Item by item: `np.array(items)` would take a list item apart into another dimension.
+    out = np.empty(len(items), dtype=object)
+    for i, x in enumerate(items):
+        out[i] = x
+    return out
 
 
 def _new(cls: Any, items: list) -> Any:
