@@ -7,7 +7,7 @@ JAX."""
 # The callbacks keep their state in function attributes, as the adversary's did.
 # pyright: reportFunctionMemberAccess=false
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -271,6 +271,45 @@ def test_a_user_callback_named_like_equinoxs_is_pinned():
     assert runs_python(jaxpr)
     check = jax.make_jaxpr(lambda x: eqx.error_if(x, x > 1.0, "m"))(jnp.ones(2))
     assert not runs_python(check)
+
+
+def test_error_checks_over_library_modules_are_not_pinned():
+    # `equinox.error_if` over a value holding Equinox modules and NamedTuples of library classes
+    # (optimistix's `Solution` and optax's states): its `tpu_msg` callback rebuilds the value by
+    # library code alone, so rebuilt solvers may share the program. A user's class may run the
+    # user's code while it is rebuilt: pinned.
+    from eqxstable._jit._pinned import runs_python
+
+    class Mine(eqx.Module):
+        w: jax.Array
+
+    class Pair(NamedTuple):
+        a: jax.Array
+
+    linear = eqx.nn.Linear(2, 2, key=jax.random.key(0))
+    for value, pinned in ((linear, False), (Mine(jnp.ones(2)), True), (Pair(jnp.ones(2)), True)):
+        check = jax.make_jaxpr(lambda v: eqx.error_if(v, jnp.any(jax.tree.leaves(v)[0] > 1), "m"))
+        assert runs_python(check(value)) is pinned
+
+
+@pytest.mark.counts_traces
+def test_rebuilt_statics_share_a_program_checked_over_a_library_module():
+    traces = 0
+
+    @es.filter_jit
+    def step(model, scale, x):
+        nonlocal traces
+        traces += 1
+        out = eqx.tree_at(lambda m: m.bias, model, scale(model.bias))
+        return eqx.error_if(out, jnp.any(x > 1.0), "too big")
+
+    linear = eqx.nn.Linear(2, 2, key=jax.random.key(0))
+    for factor in (2.0, 2.0):
+        out = step(linear, lambda b, f=factor: b * f, jnp.zeros(2))
+        assert np.allclose(out.bias, np.asarray(linear.bias) * 2.0)
+    assert traces == 1
+    with pytest.raises(eqx.EquinoxRuntimeError, match="too big"):
+        step(linear, lambda b, f=2.0: b * f, jnp.full(2, 2.0))
 
 
 @pytest.mark.counts_traces

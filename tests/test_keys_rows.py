@@ -812,6 +812,9 @@ ROW_TESTS = {
     "K-user-module": _ROWS + "test_user_modules_read_whole",
     "K-library-code": _ROWS + "test_library_objects_are_constants",
     "K-library-object": _ROWS + "test_library_objects_holding_user_functions",
+    "K-closure-function": (
+        "tests/test_keys_closure_to_pytree.py::test_closures_that_compute_differently_never_share"
+    ),
     "K-library-container": _ALLOW + "test_weak_containers_identity_and_items_watched",
     "K-opaque": _ALLOW + "test_c_objects_with_hidden_state_are_identity",
     "K-buffer": _ALLOW + "test_buffers_identity_and_bytes_watched",

@@ -27,8 +27,10 @@ import operator
 from types import BuiltinFunctionType, FunctionType
 from typing import Any
 
+import equinox as eqx
 from jax.extend import core as jcore
 
+from .._keys._origin import library_class
 from ._fingerprint import TRACE_ONLY
 from ._node_data import node_data, same_node_data
 
@@ -116,8 +118,37 @@ def _equinox_check(callback: Any) -> bool:
         and fn.__kwdefaults__ is None
         and set(code.co_freevars) <= _EQUINOX_CELLS
         and all(_messages(cell.cell_contents) for cell in fn.__closure__ or ())
-        and _plain(callback.in_tree)
+        and (
+            _plain(callback.in_tree)
+            or (fn.__qualname__ == _TPU_MSG and _rebuilt_by_libraries(callback.in_tree))
+        )
     )
+
+
+_TPU_MSG = "_error.<locals>.tpu_msg"
+
+
+def _rebuilt_by_libraries(treedef: Any) -> bool:
+    """Whether unflattening `treedef` and mapping over its arrays runs only library code, which
+    reads nothing of its node data: builtin containers with plain keys, and Equinox modules and
+    NamedTuples of library classes (Equinox rebuilds a module by `object.__new__` and its fields,
+    JAX a NamedTuple by its class). `tpu_msg` only maps `_nan_like` over the arrays of the value
+    it rebuilds (an `equinox.error_if` over an optimistix `Solution`); a node of a user's class
+    may run the user's code, which may read state, so it stays pinned."""
+    node = treedef.node_data()
+    if node is None:
+        return treedef.num_nodes == 1
+    kind, data = node
+    if kind in (tuple, list, dict, type(None)):
+        if data is not None and not _plain(tuple(data) if type(data) is list else data):
+            return False
+    elif not (
+        isinstance(kind, type)
+        and library_class(kind)
+        and (issubclass(kind, eqx.Module) or (issubclass(kind, tuple) and hasattr(kind, "_fields")))
+    ):
+        return False
+    return all(map(_rebuilt_by_libraries, treedef.children()))
 
 
 def _messages(value: Any) -> bool:

@@ -264,6 +264,10 @@ def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if t in _EXACT:
         return _EXACT[t]
+    if t is lib.closure_function_class():
+        # K-closure-function: looked up here, as Equinox's module may be imported after this one
+        # (and where Equinox moved the class, it has no row of its own: K-own-eq).
+        return lib.closure_function
     if issubclass(t, type):
         return _class  # K-user-class, K-library-code
     if issubclass(t, types.ModuleType):
