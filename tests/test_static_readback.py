@@ -217,7 +217,12 @@ def test_copies_of_the_module_keep_the_canonical_form(read, value):
     held = module.__dict__["value"]
     for clone in (copy.copy(module), copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
         if read is stable or key_of(held) is not None:
-            assert clone.__dict__["value"] is held
+            got = clone.__dict__["value"]
+            # A `str` or `bytes` is stored as itself, and pickle makes another equal one (of
+            # more than one character): the same key, and `==` and `hash` are all a jit cache
+            # reads of it. Found by the floor row with `'±%'`.
+            same_text = type(held) in (str, bytes) and type(got) is type(held) and got == held
+            assert got is held or same_text
         else:  # A plain module's atom or tuple: stored as it is.
             assert shape(clone.value) == shape(module.value)
 
