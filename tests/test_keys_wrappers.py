@@ -5,6 +5,7 @@ with is part of the key (`K-library-object`, `K-function`, `K-key-path` in
 (`K-opaque`)."""
 
 import builtins
+import contextlib
 import functools as ft
 import operator
 
@@ -19,6 +20,17 @@ import eqxstable as es
 
 DESCENDING = False
 SCALE = 1.0
+
+
+@contextlib.contextmanager
+def _scale(value):
+    # Rebinds the global that the wrapped functions read, and puts it back for the next test.
+    global SCALE
+    SCALE = value
+    try:
+        yield
+    finally:
+        SCALE = 1.0
 
 
 def _cmp(a, b):
@@ -64,31 +76,22 @@ def test_cmp_to_key_reader_retraces_when_the_wrapped_function_would_differ():
 
 
 def test_methodcaller_holding_a_user_function_is_keyed_by_it():
-    global SCALE
     f = lambda x: CALLER(lambda g: g(x))  # noqa: E731
     k = es.stable_key(f)
-    try:
-        SCALE = 3.0
+    with _scale(3.0):
         assert es.stable_key(f) != k
-    finally:
-        SCALE = 1.0
 
 
 @pytest.mark.counts_traces
 def test_frompyfunc_reader_sees_the_wrapped_functions_globals():
-    global SCALE
-
     def f(x):
         return x * float(UFUNC(2.0))
 
     j = es.filter_jit(f)
     x = jnp.ones(())
-    try:
-        assert float(j(x)) == 2.0
-        SCALE = 3.0
+    assert float(j(x)) == 2.0
+    with _scale(3.0):
         assert float(j(x)) == 6.0
-    finally:
-        SCALE = 1.0
 
 
 def _eval_through_module(x):
@@ -101,26 +104,18 @@ def _eval_in_default(x, ev=eval):
 
 @pytest.mark.parametrize("f", [_eval_through_module, _eval_in_default])
 def test_dynamic_builtins_key_every_global_however_reached(f):
-    global SCALE
     k = es.stable_key(f)
-    try:
-        SCALE = 3.0
+    with _scale(3.0):
         assert es.stable_key(f) != k
-    finally:
-        SCALE = 1.0
 
 
 @pytest.mark.counts_traces
 def test_eval_through_module_under_jit_sees_the_new_global():
-    global SCALE
     j = es.filter_jit(_eval_through_module)
     x = jnp.ones(())
-    try:
-        assert float(j(x)) == 1.0
-        SCALE = 3.0
+    assert float(j(x)) == 1.0
+    with _scale(3.0):
         assert float(j(x)) == 3.0
-    finally:
-        SCALE = 1.0
 
 
 _ENTRIES = [jtu.DictKey, jtu.SequenceKey, jtu.FlattenedIndexKey]
