@@ -86,6 +86,17 @@ def getkey() -> Callable[[], jax.Array]:
 
 
 @pytest.fixture
+def small_budget() -> Iterator[None]:
+    """The keys layer's object budget lowered to 2,000 (`_context.MAX_OBJECTS`), so that a
+    structure of 2,010 objects is past it as a real one of 50,010 is, only faster."""
+    from eqxstable._keys import _context
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_context, "MAX_OBJECTS", 2_000)
+        yield
+
+
+@pytest.fixture
 def compiles() -> Iterator[CompileLog]:
     """JAX's compile log over the whole test: see `tests/helpers.py::compile_log`.
 

@@ -20,13 +20,6 @@ from eqxstable._keys._context import MAX_OBJECTS
 _N = 2_010
 
 
-@pytest.fixture
-def small_budget():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_context, "MAX_OBJECTS", 2_000)
-        yield
-
-
 def _vocab(n: int = _N) -> list:
     return [(i, str(i)) for i in range(n)]
 

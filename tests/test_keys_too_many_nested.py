@@ -12,19 +12,12 @@ import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
-from eqxstable._keys import _context, compute, too_many_objects
+from eqxstable._keys import compute, too_many_objects
 from eqxstable._keys._context import MAX_OBJECTS
 
 
 # Past a budget of 2,000 objects, as past the real one, which one test keeps.
 _N = 2_010
-
-
-@pytest.fixture
-def small_budget():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_context, "MAX_OBJECTS", 2_000)
-        yield
 
 
 def _records(n: int = _N) -> list:
