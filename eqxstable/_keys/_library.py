@@ -457,6 +457,6 @@ def closure_function(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     cells = None if f.__closure__ is None else tuple(m._make_cell(None) for _ in f.__closure__)
     rebuilt = m._adjust_function_closure(f, cells)
     # No reference to the cells may be held here while it is keyed: a cell that only its
-    # function holds is one no one can rebind (`_code.lone_cell`), as the fresh ones of a call are.
+    # function holds is one no one can rebind (`_cells.lone_cell`), as the fresh ones of a call are.
     del cells
     return (type(obj), key(rebuilt, ctx, False))
