@@ -75,11 +75,11 @@ BREAKS = {
     "K-user-module": "r.mod.user_module = r.v.constant",
     "K-library-code": "r.library_class = lambda t: False",
     "K-library-object": "r.c.library_object = r.v.constant",
-    "K-closure-function": "r.lib.closure_function = lambda o, c, k: ('fwe', o.fn.__code__)",
+    "K-closure-function": "r.clo.closure_function = lambda o, c, k: ('fwe', o.fn.__code__)",
     "K-library-container": "r.c.container = lambda o, c, k: r.v.constant(o, c, k)",
     "K-opaque": "r.c.opaque = r.v.constant",
     "K-buffer": "r._EXACT[memoryview] = r._EXACT[array.array] = r.v.constant",
-    "K-weakref": "r.lib.weak_ref = r.cl.own_eq",
+    "K-weakref": "r.lmut.weak_ref = r.cl.own_eq",
     # (In `_EXACT` itself: the table holds the handler functions, so rebinding `r.cl.descriptor`
     # would change nothing.)
     "K-descriptor": (

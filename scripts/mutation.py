@@ -34,6 +34,8 @@ MODULES = (
     "eqxstable/_keys/_types.py",
     "eqxstable/_keys/_origin.py",
     "eqxstable/_keys/_code.py",
+    "eqxstable/_keys/_enclosing.py",
+    "eqxstable/_keys/_cells.py",
     "eqxstable/_keys/_imports.py",
     "eqxstable/_keys/_context.py",
     "eqxstable/_keys/_numbering.py",

@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from eqxstable._keys import _arrays, _code, _context, _imports, _memo, _origin, _state, _values
+from eqxstable._keys import (
+    _arrays,
+    _cells,
+    _code,
+    _context,
+    _imports,
+    _memo,
+    _origin,
+    _state,
+    _values,
+)
 
 
 # mutmut's trampolines add frames to every call, so a key 200 levels deep (`MAX_DEPTH`) needs
@@ -31,7 +41,7 @@ def _forget_key_caches():
     _context._CLASS_HANDLERS.clear()
     _memo.memo.clear()
     _code._reads.clear()
-    _code._sealed.clear()
+    _cells._sealed.clear()
     _imports._imports.clear()
     _state._slot_names.clear()
     _origin._classes.clear()

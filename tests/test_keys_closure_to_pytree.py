@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import eqxstable as es
-from eqxstable._keys import _library as lib, _rules as rules
+from eqxstable._keys import _closure_function as clo, _rules as rules
 
 
 _SHIFT = 0.5
@@ -144,8 +144,8 @@ def test_the_rule_follows_equinox_or_falls_back(monkeypatch):
     # own row (`K-own-eq`: identity plus its own `==`), never this one.
     from equinox.internal import _closure_to_pytree as m
 
-    assert lib.closure_function_class() is m._FunctionWithEquality
-    assert rules.resolve(m._FunctionWithEquality) is lib.closure_function
+    assert clo.closure_function_class() is m._FunctionWithEquality
+    assert rules.resolve(m._FunctionWithEquality) is clo.closure_function
     monkeypatch.delattr(m, "_adjust_function_closure")
-    assert lib.closure_function_class() is None
-    assert rules.resolve(m._FunctionWithEquality) is not lib.closure_function
+    assert clo.closure_function_class() is None
+    assert rules.resolve(m._FunctionWithEquality) is not clo.closure_function

@@ -1,5 +1,5 @@
 """A `nonlocal` trace counter in a function defined inside a Hypothesis `@given` test is a counter
-(`_keys/_code.py`): the keys find the enclosing code by its qualified name, and the module holds
+(`_keys/_cells.py`): the keys find the enclosing code by its qualified name, and the module holds
 Hypothesis's generated function under the test's name, whose closure holds a wrapper that finds
 the test as `.hypothesis.inner_test`, never as `__wrapped__` (a decorator written without
 `functools.wraps` holds it in its closure). Not found, the counter's cell was keyed by its
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys._code import counter_cells
+from eqxstable._keys._cells import counter_cells
 
 
 @pytest.mark.counts_traces

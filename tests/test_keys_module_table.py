@@ -1,4 +1,4 @@
-"""`sys.modules` read by a function is never walked (`_library.dict_`, `K-impure-library`;
+"""`sys.modules` read by a function is never walked (`_library_mutable.dict_`, `K-impure-library`;
 attack finding 7a-07).
 
 `sys.modules[__name__].LR`, a common way to look a name up at run time, keyed `sys.modules` as a

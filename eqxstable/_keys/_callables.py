@@ -14,7 +14,7 @@ import jax
 from .._compat import jit_parts
 from ._classes import own_eq
 from ._context import compound, Ctx, identity, key
-from ._library import container, opaque
+from ._library_mutable import container, opaque
 from ._mutable import mutable
 from ._origin import library_code_object, library_constant, pure_library
 from ._state import (

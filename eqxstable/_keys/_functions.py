@@ -8,14 +8,8 @@ import pathlib
 import types
 from typing import Any
 
-from ._code import (
-    counter_cells,
-    global_counters,
-    lone_cell,
-    reads,
-    reads_namespaces,
-    sealed_cells,
-)
+from ._cells import counter_cells, lone_cell, sealed_cells
+from ._code import global_counters, reads, reads_namespaces
 from ._context import compound, Ctx, identity, key, too_deep
 from ._globals import _global, _imported
 from ._imports import imports

@@ -18,7 +18,7 @@ from ._callables import library_object
 from ._code import Reads
 from ._context import Ctx, key, too_deep
 from ._imports import Binding
-from ._library import shallow
+from ._library_mutable import shallow
 from ._modules import module_class, served_by_class
 from ._origin import (
     library_class,

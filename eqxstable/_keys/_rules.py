@@ -35,8 +35,10 @@ from . import (
     _arrays as arr,
     _callables as c,
     _classes as cl,
+    _closure_function as clo,
     _functions as fn,
     _library as lib,
+    _library_mutable as lmut,
     _modules as mod,
     _mutable as mut,
     _values as v,
@@ -173,7 +175,7 @@ _EXACT: dict[type, Handler] = {
     np.ndarray: arr.ndarray,
     # K-mutable (`sys.modules`: K-impure-library)
     list: mut.mutable,
-    dict: lib.dict_,
+    dict: lmut.dict_,
     set: mut.mutable,
     bytearray: mut.mutable,
     # K-mapping-proxy
@@ -203,12 +205,12 @@ _EXACT: dict[type, Handler] = {
     inspect.Signature: lib.signature,
     inspect.Parameter: lib.parameter,
     # K-buffer
-    memoryview: lib.memoryview_,
-    array.array: lib.array_,
-    mmap.mmap: lib.mmap_,
+    memoryview: lmut.memoryview_,
+    array.array: lmut.array_,
+    mmap.mmap: lmut.mmap_,
     # K-weakref
-    weakref.ProxyType: lib.weak_proxy,
-    weakref.CallableProxyType: lib.weak_proxy,
+    weakref.ProxyType: lmut.weak_proxy,
+    weakref.CallableProxyType: lmut.weak_proxy,
 }
 
 if LEGACY_MODULE_AUX is not None:
@@ -264,10 +266,10 @@ def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if t in _EXACT:
         return _EXACT[t]
-    if t is lib.closure_function_class():
+    if t is clo.closure_function_class():
         # K-closure-function: looked up here, as Equinox's module may be imported after this one
         # (and where Equinox moved the class, it has no row of its own: K-own-eq).
-        return lib.closure_function
+        return clo.closure_function
     if issubclass(t, type):
         return _class  # K-user-class, K-library-code
     if issubclass(t, types.ModuleType):
@@ -277,7 +279,7 @@ def resolve(t: type) -> Handler:
     if issubclass(t, enum.Enum):
         return v.enum_  # K-enum
     if issubclass(t, np.void):
-        return lib.void  # K-buffer
+        return lmut.void  # K-buffer
     if issubclass(t, np.generic) and not issubclass(t, np.object_):
         return v.numpy_scalar  # K-numpy-scalar
     if issubclass(t, np.dtype):
@@ -289,9 +291,9 @@ def resolve(t: type) -> Handler:
     if issubclass(t, np.ndarray):
         return arr.ndarray_subclass  # K-mutable: a subclass may add state of its own
     if issubclass(t, weakref.ref):
-        return lib.weak_ref  # K-weakref (`WeakMethod`, `KeyedRef` too)
-    if issubclass(t, lib.CTYPES):
-        return lib.ctypes_  # K-buffer
+        return lmut.weak_ref  # K-weakref (`WeakMethod`, `KeyedRef` too)
+    if issubclass(t, lmut.CTYPES):
+        return lmut.ctypes_  # K-buffer
     if issubclass(t, (bool, int, float, complex, str, bytes)):
         return v.builtin_subclass  # K-builtin-subclass
     if issubclass(t, tuple):
