@@ -171,3 +171,39 @@ def test_the_copy_goes_with_the_last_watch_that_holds_it():
     assert state() is None
     # The memo's entry (a weak watch) no longer serves: the key is made again, equal.
     assert es.stable_key(_reads_big) == key
+
+
+def _apply(g, x):
+    return g(x)
+
+
+@pytest.mark.counts_traces
+def test_a_static_reader_s_copy_goes_with_the_wrapper_not_its_kept_program():
+    """A function passed as a static argument: the cache entry watches the array while a wrapper
+    calls its program; the program kept for a later wrapper (`_sharing._released`) watches it
+    weakly, and its entry checks the function again (an equal key: a hit) when called anew."""
+    traces = 0
+
+    def reader(x):
+        nonlocal traces
+        traces += 1
+        return x + BIG[:4].sum()
+
+    w = es.filter_jit(_apply)
+    assert float(w(reader, jnp.float32(0.0))) == 6.0
+    state = _shared_state()
+    assert state() is not None
+    del w
+    gc.collect()
+    es.filter_jit(lambda x: x)(jnp.float32(0.0))  # Released programs are looked at here.
+    gc.collect()
+    assert state() is None
+    w = es.filter_jit(_apply)
+    assert float(w(reader, jnp.float32(0.0))) == 6.0
+    assert traces == 1
+    BIG[0] = 100.0
+    try:
+        assert float(w(reader, jnp.float32(0.0))) == 106.0
+        assert traces == 2
+    finally:
+        BIG[0] = 0.0
