@@ -34,7 +34,8 @@ class Handle:
 
     def get(self) -> dict | None:
         """The dict, or `None` once no object that implies it lives."""
-        for ref in self._refs.values():
+        # A copy: a witness's death (in another thread) edits the dict.
+        for ref in tuple(self._refs.values()):
             owner = ref()
             if owner is not None:
                 return _MODULE_DICT.__get__(owner) if self._module else owner.__globals__
