@@ -5,10 +5,11 @@ nor hashes it again; any change to it is still a new key."""
 import hashlib
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _arrays
+from eqxstable._keys import _arrays, _watch, compute
 
 
 TABLE = np.arange(4096, dtype=np.float64)  # 32 KiB
@@ -31,8 +32,11 @@ def test_the_key_holds_a_digest_not_the_bytes():
 
 
 def test_a_new_reader_of_the_same_array_copies_and_hashes_nothing(monkeypatch):
-    es.stable_key(_reader())
-    state = _arrays._big[id(TABLE)][1]
+    # While a watch holds the copy (a jitted wrapper's, a cache entry's): past the last one, the
+    # copy goes, and the next reader copies and hashes again (`tests/test_keys_lifetime.py`).
+    _, watch = compute(_reader())
+    state = _arrays._big[id(TABLE)][1]()
+    assert state is not None
     calls = []
     real = hashlib.blake2b
 
@@ -44,7 +48,8 @@ def test_a_new_reader_of_the_same_array_copies_and_hashes_nothing(monkeypatch):
     a, b = es.stable_key(_reader()), es.stable_key(_reader())
     assert a == b and not calls
     # One watch state (one copy of the bytes) for every reader.
-    assert _arrays._big[id(TABLE)][1] is state
+    assert _arrays._big[id(TABLE)][1]() is state
+    del watch
 
 
 @settings(max_examples=50, deadline=None)
@@ -59,3 +64,19 @@ def test_any_change_is_a_new_key(i, value):
     assert (es.stable_key(f) != before) == changed
     a[i] = old
     assert es.stable_key(f) == before
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint8])
+@pytest.mark.parametrize("where", [0, _watch._SLICE - 1, _watch._SLICE, -1])
+def test_a_change_in_any_slice_is_seen(dtype, where):
+    # The watch compares a large array slice by slice (`_watch.same_bytes`): by 8 bytes where
+    # its size allows (float64), else byte by byte (2 * _SLICE + 3 bytes).
+    a = np.zeros(2 * _watch._SLICE + 3, dtype)
+    f = lambda: a[0]  # noqa: E731
+    before, watch = compute(f)
+    assert watch.valid()
+    a[where] = 1
+    assert not watch.valid()
+    assert compute(f)[0] != before
+    a[where] = 0
+    assert watch.valid()

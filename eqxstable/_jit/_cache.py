@@ -43,6 +43,8 @@ class Cache:
         self.aliases: LRU[Any, tuple[Entry, tuple, tuple]] = LRU(_entries_bound)
         self.recent: list[Entry] = []
         self._on_evict = on_evict
+        # Whether the entries' watches are weak (`weaken`): while no wrapper calls the program.
+        self.weak = False
 
     def _evicted(self, key: Any, entry: Entry) -> None:
         # An evicted entry is no longer served: its statics are found again by key (and traced
@@ -80,6 +82,27 @@ class Cache:
         self.entries.clear()
         self.aliases.clear()
         self.recent = []
+
+    def weaken(self) -> None:
+        """While no live wrapper calls the program (`_sharing._released`): its entries' watches
+        hold what they check weakly, so that a large array's copy (`_keys/README.md`,
+        `K-array-reached`) goes with the last wrapper rather than with the program."""
+        if not self.weak:
+            self.weak = True
+            for entry in self.entries.values():
+                if entry.watched:
+                    entry.watch = entry.watch.weak()
+
+    def strengthen(self) -> None:
+        """A wrapper calls the program again: each watch strong again (the hit path's identity
+        checks), or, where something it held weakly is gone (a copy), one that fails, so that
+        the next call keys its statics again (an equal key is still a hit)."""
+        if self.weak:
+            self.weak = False
+            for entry in self.entries.values():
+                if entry.watched:
+                    watch = entry.watch.strong()
+                    entry.watch = _CHANGED if watch is None else watch
 
     def pin(self, entry: Entry, parts: Any) -> None:
         """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`): it
@@ -199,6 +222,10 @@ class Cache:
             self.aliases.set(key, (entry, entry.statics, entry.data))
         entry.watch = watch
         entry.watched = bool(watch)
+
+
+# A watch that always fails: its entry's statics are keyed again on their next call.
+_CHANGED = Watch(names=(({}, "changed", object()),))
 
 
 def _traced_these(alias: tuple, leaves: list, data: list) -> bool:

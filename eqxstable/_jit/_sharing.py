@@ -56,6 +56,7 @@ def use(program: Program) -> None:
     """A wrapper (its shared state) calls `program` from now on."""
     program.users += 1
     _released.pop(program)
+    program.cache.strengthen()
 
 
 # Programs whose last wrapper may have gone: looked at by the next `get_program`, not at once,
@@ -80,6 +81,8 @@ def _release() -> None:
             and any(found is program for found in _shared.values())
         ):
             _released.set(program, True)
+            # What only a live wrapper's calls need to check fast (a large array's copy) goes.
+            program.cache.weaken()
 
 
 def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[str, Any]) -> Program:

@@ -59,28 +59,33 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
 # the bytes (as a jaxpr's constants, `_jaxpr._BYTES_HELD`): its identity is in the key already,
 # the digest only tells its contents apart, and the one copy is its watch's.
 _BYTES_HELD = 4096
-_big: dict[int, tuple[weakref.ref, ArrayState, tuple]] = {}
+# `id(array)` -> (its weak reference, a weak reference to its shared state, the digest): the
+# copy is held by the strong watches that check it (a wrapper's, a cache entry's), never here.
+_big: dict[int, tuple[weakref.ref, weakref.ref, tuple]] = {}
 
 
 def _reached(obj: np.ndarray) -> tuple[ArrayState, Any]:
     """The watch state and the key part of a reached array's bytes. A large one is copied and
-    hashed once while it stays unchanged: a new function reading the same array (a loss rebuilt
-    each step) shares its state (one copy in all) and its digest, checked in place."""
+    hashed once while it stays unchanged and a watch holds its copy: a new function reading the
+    same array (a loss rebuilt each step) shares its state (one copy in all) and its digest,
+    checked in place."""
     if obj.nbytes <= _BYTES_HELD:
         data = obj.tobytes()
         return ArrayState(obj, data), data
     i = id(obj)
     known = _big.get(i)
-    if known is not None and known[0]() is obj and same_bytes(obj, known[1]):
-        return known[1], known[2]
+    if known is not None and known[0]() is obj:
+        state = known[1]()
+        if state is not None and same_bytes(obj, state):
+            return state, known[2]
     data = obj.tobytes()
-    state = ArrayState(obj, data)
+    state = ArrayState(obj, data, shared=True)
     digest = ("blake2b", hashlib.blake2b(data, digest_size=32).digest())
     try:
         ref = weakref.ref(obj, lambda r, i=i: _forget(i, r))
     except TypeError:
         return state, digest
-    _big[i] = (ref, state, digest)
+    _big[i] = (ref, weakref.ref(state), digest)
     return state, digest
 
 

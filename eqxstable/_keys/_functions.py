@@ -12,6 +12,7 @@ from ._cells import counter_cells, lone_cell, sealed_cells
 from ._code import global_counters, reads, reads_namespaces
 from ._context import compound, Ctx, identity, key, too_deep
 from ._globals import _global, _imported
+from ._handles import handle
 from ._imports import imports
 from ._memo import recall
 from ._modules import IMPORT_MADE
@@ -245,7 +246,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     return FunctionKey(
         "fn",
         code,
-        Namespace(f.__globals__),
+        # Through a weak handle: generated code's namespace holds the function itself.
+        Namespace.through(handle(f), f.__globals__),
         key(f.__defaults__, ctx, False),
         tuple((k, key(v, ctx, False)) for k, v in kwdefaults.items()) if kwdefaults else (),
         cells,

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._handles import Handle
+
 
 class Key:
     """A stable key: `stable_key(a) == stable_key(b)` exactly when `a` and `b` are equivalent.
@@ -61,10 +63,21 @@ class Identity:
         self._ref = weakref.ref(obj) if type(obj).__weakrefoffset__ else obj
         self._hash = id(obj)
 
+    @classmethod
+    def through(cls, handle: Handle, obj: Any) -> "Identity":
+        """Stands for `obj`, a dict that supports no weak reference, through its `Handle`
+        (`_handles.py`): equal to another exactly when both hold the same handle."""
+        self = cls.__new__(cls)
+        self._ref = handle
+        self._hash = id(obj)
+        return self
+
     @property
     def obj(self) -> Any:
         """The object, or `None` if it has been garbage collected."""
         ref = self._ref
+        if type(ref) is Handle:
+            return ref.get()
         return ref() if type(ref) is weakref.ref else ref
 
     def __hash__(self) -> int:

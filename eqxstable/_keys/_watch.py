@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ._handles import Handle, known
+
 
 _is = operator.is_
 _MISSING = object()
@@ -68,6 +70,16 @@ def _weak(x: Any) -> Any:
         return x
 
 
+def _weak_namespace(ns: Any) -> Any:
+    # A function's globals dict, through the handle its key holds (`_handles.py`): the
+    # namespace of generated code holds the function, which the memo must not keep alive.
+    if type(ns) is dict:
+        h = known(ns)
+        if h is not None:
+            return h
+    return _weak(ns)
+
+
 def _strong(x: Any) -> Any:
     if type(x) is weakref.ref:
         x = x()
@@ -75,6 +87,10 @@ def _strong(x: Any) -> Any:
             raise _Dead
     elif type(x) is _Held:
         return x.obj
+    elif type(x) is Handle:
+        x = x.get()
+        if x is None:
+            raise _Dead
     return x
 
 
@@ -141,8 +157,8 @@ class Watch:
         entry must not keep alive what it describes (a self-recursive closure holds itself)."""
         return Watch(
             tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in self.states),
-            tuple((_weak(ns), name, _weak(v)) for ns, name, v in self.names),
-            tuple((_weak(a), data) for a, data in self.blobs),
+            tuple((_weak_namespace(ns), name, _weak(v)) for ns, name, v in self.names),
+            tuple((_weak(a), _weak_blob(data)) for a, data in self.blobs),
         )
 
     def weak_valid(self) -> bool:
@@ -154,11 +170,15 @@ class Watch:
                     return False
                 if not all(map(_is, now, state)) and not all(map(_same, now, state)):
                     return False
+            last, namespace = None, None
             for holder, name, value in self.names:
-                if not _same(_strong(holder).get(name, _MISSING), value):
+                if holder is not last:
+                    # A function's globals come in a run: one `Handle.get` for all of them.
+                    last, namespace = holder, _strong(holder)
+                if not _same(namespace.get(name, _MISSING), value):  # pyright: ignore
                     return False
             for holder, data in self.blobs:
-                if not same_bytes(_strong(holder), data):
+                if not same_bytes(_strong(holder), _strong_blob(data)):
                     return False
         except _Dead:
             return False
@@ -171,7 +191,7 @@ class Watch:
             return Watch(
                 tuple((_strong(o), fn, _strong_items(s)) for o, fn, s in self.states),
                 tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
-                tuple((_strong(a), data) for a, data in self.blobs),
+                tuple((_strong(a), _strong_blob(data)) for a, data in self.blobs),
             )
         except _Dead:
             return None
@@ -180,14 +200,20 @@ class Watch:
 class ArrayState:
     """What a NumPy array reached through a function or object held when it was keyed: its shape
     and dtype (either can be assigned in place: `a.shape = (2, 2)` keeps the bytes) and its
-    bytes."""
+    bytes.
 
-    __slots__ = ("shape", "dtype", "data")
+    A `shared` one (a large array's copy, which every reader of the unchanged array shares:
+    `_arrays._reached`) lives only as long as a strong watch holds it (a jitted wrapper's, a
+    cache entry's): the memo's weak watch and the table of shared copies hold it weakly, so the
+    copy goes with the last wrapper or entry that checks the array on its calls."""
 
-    def __init__(self, array: np.ndarray, data: bytes):
+    __slots__ = ("shape", "dtype", "data", "shared", "__weakref__")
+
+    def __init__(self, array: np.ndarray, data: bytes, shared: bool = False):
         self.shape = array.shape
         self.dtype = _dtype_key(array.dtype)
         self.data = data
+        self.shared = shared
 
 
 def _dtype_key(dtype: np.dtype) -> Any:
@@ -214,7 +240,30 @@ def same_bytes(holder: Any, data: Any) -> bool:
         return False
     if flat.size % 8 == 0:
         flat, ref = flat.view(np.uint64), ref.view(np.uint64)
-    return bool(np.array_equal(flat, ref))
+    # In slices: `array_equal` makes a boolean array as long as its inputs, which for a 256 MB
+    # array is 32 MB made on every call (and kept by the allocator after the last).
+    n = flat.size
+    for i in range(0, n, _SLICE):
+        if not np.array_equal(flat[i : i + _SLICE], ref[i : i + _SLICE]):
+            return False
+    return True
+
+
+_SLICE = 1 << 19
+
+
+def _weak_blob(data: Any) -> Any:
+    # A shared copy of a large array, held weakly by the memo (see `ArrayState`).
+    return weakref.ref(data) if type(data) is ArrayState and data.shared else data
+
+
+def _strong_blob(data: Any) -> Any:
+    # Its copy gone with the last strong watch: the key is computed afresh (a new copy).
+    if type(data) is weakref.ref:
+        data = data()
+        if data is None:
+            raise _Dead
+    return data
 
 
 def _strong_or_self(x: Any) -> Any:
