@@ -187,7 +187,7 @@ def _difference(
         keys = list(dict.keys(value))
         if len(copy) != len(keys) or not all(map(same, copy, keys)):
             return (where, f"its keys are {_repr.repr(list(copy))}, not {_repr.repr(keys)}")
-        for k, b in dict.items(copy):
+        for k, b in dict.items(copy):  # pyright: ignore[reportArgumentType]
             found = _difference(dict.__getitem__(value, k), b, f"{where}[{k!r}]", memo, depth, same)
             if found is not None:
                 return found
