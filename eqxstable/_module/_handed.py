@@ -71,8 +71,22 @@ def hand_out(obj: Any, name: str, static: Any) -> Any:
         held = entry[1].get(name)
         if held is not None and held[0] is static:
             copy = held[1]
-            if not anchor.check(copy):
-                _raise_if_changed(obj, name, static[0], copy)
+            value = static[0]
+            # Inline for a flat list or dict (the usual static value): a call costs more than
+            # the check of a few items.
+            kind = anchor.check
+            if kind is _LIST:
+                same = len(copy) == len(value) and all(map(_is, copy, value))
+            elif kind is _DICT:
+                same = (
+                    len(copy) == len(value)
+                    and all(map(_is, copy, value))  # The keys in order (which is observable).
+                    and all(map(_is, copy.values(), dict.values(value)))
+                )
+            else:
+                same = _difference(value, copy, "", {}, 0, _is) is None
+            if not same:
+                _raise_if_changed(obj, name, value, copy)
             return copy
     copy = anchor.read()
     if entry is None or entry[0]() is not obj:
@@ -95,36 +109,22 @@ def _forget(i: int, ref: weakref.ref) -> None:
         del _handed[i]
 
 
-def checker(value: Any) -> Callable[[Any], bool]:
+_WALK, _LIST, _DICT = 0, 1, 2
+
+
+def check_kind(value: Any) -> int:
     """How a read checks a copy of `value` (a frozen static value that `_plain.reader` copies),
     decided once: C-fast identity over a flat list or dict, else a walk."""
     t = type(value)
     if t is ReadOnlyList and not any(map(_deep, value)):
-        return ft.partial(_same_flat_list, value)
+        return _LIST
     if t is ReadOnlyDict and not any(map(_deep, dict.values(value))):
-        return ft.partial(_same_flat_dict, value)
-    return ft.partial(_same_walk, value)
+        return _DICT
+    return _WALK
 
 
 def _deep(x: Any) -> bool:
     return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple))
-
-
-def _same_flat_list(value: Any, copy: list) -> bool:
-    return len(copy) == len(value) and all(map(_is, copy, value))
-
-
-def _same_flat_dict(value: Any, copy: dict) -> bool:
-    # Keys in order (the order is observable), then the values.
-    return (
-        len(copy) == len(value)
-        and all(map(_is, copy, value))
-        and all(map(_is, copy.values(), dict.values(value)))
-    )
-
-
-def _same_walk(value: Any, copy: Any) -> bool:
-    return _difference(value, copy, "", {}, 0, _is) is None
 
 
 def _raise_if_changed(obj: Any, name: str, value: Any, copy: Any) -> None:

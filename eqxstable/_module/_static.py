@@ -24,7 +24,7 @@ from typing import Any
 
 from ._delegate import DELEGATED, delegated
 from ._freezer import Freezer, keep, Leaf, table_key
-from ._handed import checker
+from ._handed import check_kind
 from ._plain import reader
 
 
@@ -61,7 +61,7 @@ class Static(tuple):
         # How a read makes a plain copy of the value's lists and dicts, if any (`_plain.py`), and
         # how a later read checks that copy (`_handed.py`).
         anchor.read = read = reader(value)
-        anchor.check = None if read is None else checker(value)
+        anchor.check = None if read is None else check_kind(value)
         return self
 
     def __eq__(self, other: object) -> bool:
