@@ -187,11 +187,15 @@ class Activation(AbstractActivation):
     def __check_init__(self):
         if self.gain <= 0:
             raise ValueError("`Activation(gain=...)` must be positive.")
-        # Static fields read back as assigned (after the converter): a list as a plain copy,
-        # whose change never reaches the module.
-        assert type(self.sizes) is list
-        self.sizes.append(3)
-        assert self.sizes == [1, 2]
+        # Static fields read back as assigned (after the converter): a list as a plain copy, the
+        # same one on every read, whose change the next read refuses (the module keeps [1, 2]).
+        sizes = self.sizes
+        assert type(sizes) is list
+        sizes.append(3)
+        with pytest.raises(TypeError, match=r"`Activation.sizes` was changed in place"):
+            self.sizes  # noqa: B018
+        sizes.pop()
+        assert self.sizes == [1, 2] and self.sizes is sizes
 
     def __call__(self, x):
         return self.fn(x) + len(self.sizes)

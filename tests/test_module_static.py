@@ -98,11 +98,19 @@ def test_values_read_back_as_assigned_and_read_only():
     assert dict(m.config) == m.config and list(m.sizes) == m.sizes
     with pytest.raises(ValueError, match="read-only"):
         m.perm[0] = 1
-    # A list or dict reads back as a plain copy (`_module/_plain.py`): changing it changes that
-    # copy, never the module.
-    assert type(m.config) is dict and type(m.sizes) is list
-    m.config["scale"] = 3.0
-    m.sizes.append(4)
+    # A list or dict reads back as a plain copy (`_module/_plain.py`), the same one on every read
+    # of this module, and the next read refuses a change to it (`_module/_handed.py`).
+    config, sizes = m.config, m.sizes
+    assert type(config) is dict and type(sizes) is list
+    assert m.config is config and m.sizes is sizes
+    config["scale"] = 3.0
+    with pytest.raises(TypeError, match=r"`StablePermute.config\['scale'\]` was changed in place"):
+        m.config  # noqa: B018
+    config["scale"] = 2.0  # Another float object, with the same bits: no change.
+    sizes.append(4)
+    with pytest.raises(TypeError, match=r"`StablePermute.sizes` was changed in place"):
+        m.sizes  # noqa: B018
+    sizes.pop()
     assert m.config == {"scale": 2.0, "act": "tanh"} and m.sizes == _build(StablePermute).sizes
 
 

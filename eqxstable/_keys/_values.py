@@ -186,8 +186,8 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         raw = d.get(name, MISSING)
         v = getattr(obj, name, MISSING)
         if getattr(type(raw), "eqxstable_static_form", False) and v is not raw[0]:
-            # A `StableModule`'s static list or dict reads back as a fresh copy each time: it is
-            # keyed by the canonical form the instance holds instead.
+            # A `StableModule`'s static list or dict reads back as a plain copy: it is keyed by
+            # the canonical form the instance holds instead.
             v = raw
         if owned and type(v) is dict:
             if v:

@@ -27,6 +27,7 @@ import equinox as eqx
 
 from .._compat import EQX_CALL, STORE_FRAMES
 from ._dynamic import decode, Hyper
+from ._handed import hand_out
 from ._static import Static
 
 
@@ -90,9 +91,11 @@ class FieldAccess:
         if t is Static:
             if value[1] and _called_by_equinox_construction():  # It holds an array.
                 return value
-            # Lists and dicts as plain copies (`_plain.py`), so that JAX sees a list as a list.
-            read = value[3].read
-            return value[0] if read is None else read()
+            # Lists and dicts as plain copies (`_plain.py`), so that JAX sees a list as a list:
+            # one per module and field, checked for changes before each later read (`_handed.py`).
+            if value[3].read is None:
+                return value[0]
+            return hand_out(obj, self.name, value)
         if t is Hyper:
             return decode(value)
         return value

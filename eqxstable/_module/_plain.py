@@ -2,12 +2,12 @@
 
 JAX takes a pytree node's kind from its exact type, so no subclass of `list` or `dict` is a list
 or a dict to `jax.tree.map(f, self.widths, [1, 1])`, `jax.tree.structure(...) == ...` or
-`eqx.tree_equal`, nor to `type(v) is list`. So the field's descriptor hands out a fresh plain copy
-of the containers (the leaves are shared: they are canonical, and immutable or watched) on every
-read, made from the read-only form that the `Static` keeps. The canonical value itself is never
-handed out, so nothing the module's code does to what it reads can change the value that JAX
-compares and that other modules share: changing the copy changes that copy only (the one
-difference from the original, documented in `docs/stable_module.md`).
+`eqx.tree_equal`, nor to `type(v) is list`. So the field's descriptor hands out a plain copy of
+the containers (the leaves are shared: they are canonical, and immutable or watched), made from
+the read-only form that the `Static` keeps: one per module object and field, which every later
+read checks (`_handed.py`), so that a change to it raises rather than being lost. The canonical
+value itself is never handed out, so nothing the module's code does to what it reads can change
+the value that JAX compares and that other modules share.
 
 A set stays a `ReadOnlySet` (a set is a leaf to JAX either way, and a plain set could iterate in
 another order than the original did), as do arrays and the other read-back forms.

@@ -10,8 +10,8 @@ fix.
 
 | Assigned | `StableModule` reads back |
 | --- | --- |
-| `list` | a plain `list`, copied from a [`ReadOnlyList`][] (`_plain.py`) |
-| `dict` | a plain `dict`, copied from a [`ReadOnlyDict`][] |
+| `list` | a plain `list`, copied from a [`ReadOnlyList`][] (`_plain.py`), checked (`_handed.py`) |
+| `dict` | a plain `dict`, copied from a [`ReadOnlyDict`][], checked likewise |
 | `set` | [`ReadOnlySet`][] (iterates as the original did) |
 | `frozenset` | itself, or an [`OrderedFrozenSet`][] |
 | `np.ndarray` | a read-only `np.ndarray` |

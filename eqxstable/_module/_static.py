@@ -24,6 +24,7 @@ from typing import Any
 
 from ._delegate import DELEGATED, delegated
 from ._freezer import Freezer, keep, Leaf, table_key
+from ._handed import check_kind
 from ._plain import reader
 
 
@@ -32,7 +33,7 @@ class _Anchor:
     `Static` holds one of these, which holds the `Static` (a cycle that the garbage collector
     clears once no module holds the `Static`)."""
 
-    __slots__ = ("static", "read", "__weakref__")
+    __slots__ = ("static", "read", "check", "__weakref__")
 
 
 class Static(tuple):
@@ -57,8 +58,10 @@ class Static(tuple):
         anchor = _Anchor()
         self = tuple.__new__(cls, (value, has_array, parts, anchor))
         anchor.static = self
-        # How a read makes a plain copy of the value's lists and dicts, if any (`_plain.py`).
-        anchor.read = reader(value)
+        # How a read makes a plain copy of the value's lists and dicts, if any (`_plain.py`), and
+        # how a later read checks that copy (`_handed.py`).
+        anchor.read = read = reader(value)
+        anchor.check = None if read is None else check_kind(value)
         return self
 
     def __eq__(self, other: object) -> bool:
