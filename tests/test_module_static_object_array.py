@@ -47,7 +47,9 @@ def _stabilized(a: np.ndarray) -> Any:
     return es.stabilize(plain)
 
 
-finite = st.floats(-1e3, 1e3, allow_nan=False)
+# Float32 values without subnormals: XLA's CPU flushes a float32 subnormal to zero in `x * v`, in
+# eager calls and traced ones alike, so the expected `np.float32(before)` would not be the answer.
+finite = st.floats(-1e3, 1e3, allow_nan=False, width=32, allow_subnormal=False)
 _run_eqx = eqx.filter_jit(lambda m, x: m(x))
 _run_es = es.filter_jit(lambda m, x: m(x))
 
