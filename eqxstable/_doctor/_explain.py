@@ -16,7 +16,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._jit import argument_path, diff, Miss, short_repr, Signature
-from ._predict import is_in_another_context
+from ._jax_caches import is_in_another_context
 
 
 _HISTORY = 64

@@ -17,6 +17,7 @@ Each call is also shown, before it runs, to the prediction (`_predict.py`): what
 added miss.
 """
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -291,15 +292,19 @@ class Observer:
         except (Exception, UserCodeRefused):  # pragma: no cover - the miss then compiles.
             return None
 
-    def _fingerprint(self, frame: Frame, jit_wrapper: Any, args: tuple, kwargs: dict) -> Any:
-        """The fingerprint of the trace Equinox made of this call (`_reuse.py`)."""
-        frames = self._stack.frames
-        frames.append(Frame(probe=True))
-        try:
-            closed = _reuse.probe(jit_wrapper, args, kwargs)
-        finally:
-            frames.pop()
-        return _reuse.fingerprint(closed, frame.inputs, frame.out)
+    def _probe(self, jit_wrapper: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
+        """Gives the closed jaxpr of the trace Equinox made of this call (`_reuse.probe`), asked
+        for once, when first needed."""
+
+        @functools.cache
+        def trace() -> Any:
+            self._stack.frames.append(Frame(probe=True))
+            try:
+                return _reuse.probe(jit_wrapper, args, kwargs)
+            finally:
+                self._stack.frames.pop()
+
+        return trace
 
     def _account(
         self,
@@ -342,12 +347,14 @@ class Observer:
                     fun_arrays = self._fun_arrays(jit_wrapper)
                     # The signature of the call as made serves when binding changed nothing.
                     bound = decision.args is args and decision.kwargs is kwargs
-                    fingerprint = None
-                    if frame.inputs is not None and frame.traced and error is None:
-                        fingerprint = lambda: self._fingerprint(frame, jit_wrapper, args, kwargs)  # noqa: E731
+                    fingerprint = trace = None
+                    if self._probes and frame.traced and error is None:
+                        trace = self._probe(jit_wrapper, args, kwargs)
+                        if frame.inputs is not None:
+                            fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
                     late = self._predictor.late
                     predicted = self._predictor.miss(
-                        decision, fun_arrays, sig if bound else None, fingerprint
+                        decision, fun_arrays, sig if bound else None, fingerprint, trace
                     )
                     record.late += self._predictor.late - late
                 except Exception:  # pragma: no cover - counted, and the report says so.

@@ -2,14 +2,15 @@
 
 The prediction is not a model of eqxstable written a second time: each call is bound and looked up
 in the jit layer's own `Cache` (the identity fast path, the `Watch` and the `stable_key` slow path
-of the hit path, `Cache.rekey` after a trace), the jitted function is watched with the keys
+of the hit path, `Cache.rekey` after a trace, `Cache.pin` for a trace that calls Python while it
+runs, decided by the jit layer's own `runs_python`), the jitted function is watched with the keys
 layer's own `compute` and `Watch` as a stable wrapper watches it, programs are shared between
 equivalent functions by the jit layer's `static_key` as `get_program` shares them (and aliased
-after a trace as `alias_program` does), and a predicted miss is explained by the jit layer's
-own `explain_stable_miss`, the code that explains a real one. What is left to this file is JAX's
-part: under one cache entry, a program per set of array types (shape, dtype, weak type,
-placement), the function's own arrays included; and, as `_jit._reuse` decides, whether a miss
-runs a program already compiled for an equal trace (the fingerprint is `_reuse.py`'s).
+after a trace, for the very objects that traced, as `alias_program` does), and a predicted miss
+is explained by the jit layer's own `explain_stable_miss`, the code that explains a real one.
+JAX's part (a program per set of array types under one cache entry, the function's own arrays
+included) is `_jax_caches.py`'s; whether a miss runs a program already compiled for an equal
+trace, as `_jit._reuse` decides, is `_reuse.py`'s.
 
 The shadow programs are the doctor's own: sharing the jit layer's table would put the observed
 script's calls into the caches of the stable wrappers it makes itself.
@@ -27,25 +28,28 @@ from jax.core import Tracer
 
 from .._jit import (
     array_leaf as _array_leaf,
-    ArrayLeaf,
     Binder,
     Cache,
     describe_change,
     Entry,
     explain_stable_miss,
+    fun_identity,
     fun_names,
     FunParts,
     Miss,
     not_compiled,
     rebound_advice,
+    runs_python,
+    same_fun,
     Signature,
     signature,
     split_fun,
     static_key,
-    trace_context,
     under_a_trace,
 )
 from .._keys import compute, Key, Watch
+from ._jax_caches import context, counts, detaches, in_another_context, in_other_context
+from ._reuse import compiles, ShadowToken
 
 
 # `ShadowWrapper.pair` once its calls used more than one (program, entry).
@@ -60,48 +64,10 @@ _DONATED = {
 }
 
 
-def _context() -> Hashable:
-    """JAX's trace context now (the configuration, mesh and axis environment JAX keys its own
-    caches by, `trace_context`), or `None` where this JAX does not give it."""
-    try:
-        return trace_context()
-    except Exception:  # pragma: no cover - a JAX without it: calls are told apart by types.
-        return None
-
-
-def in_another_context(name: str) -> str:
-    """The reason of a miss that JAX traced again only because its trace context changed."""
-    return (
-        f"`{name}` was traced again for argument types it was traced for before, under another "
-        "JAX trace context (JAX keys its caches by the mesh, axis environment and configuration "
-        "around a call, and sets an enclosing jitted function's own mesh while it transforms "
-        "that function, as `jax.grad` does when it traces a `custom_jvp` rule that calls "
-        f"`{name}`): JAX traces it again under eqxstable's `filter_jit` as under "
-        "`equinox.filter_jit`."
-    )
-
-
-def is_in_another_context(miss: Miss) -> bool:
-    """Whether `miss` is a trace again only for another trace context (`in_another_context`)."""
-    return miss.kind == "first" and "under another JAX trace context" in miss.reason
-
-
 def donated(options: tuple) -> str:
     """Which leaves eqxstable's `filter_jit` donates for an Equinox wrapper with these options
     (`donate_first`, `donate_rest`, `filter_warning`): part of a program's key."""
     return _DONATED.get((bool(options[0]), bool(options[1])), repr(options))
-
-
-class ShadowToken:
-    """As `eqxstable._jit._token.Token` (or a `Guest` of one, `target`): how many traces an
-    entry's own program had, and how many other entries run (or ran) it."""
-
-    __slots__ = ("traces", "guests", "target")
-
-    def __init__(self, target: "ShadowToken | None" = None):
-        self.traces = 1
-        self.guests = 0
-        self.target = target
 
 
 class ShadowProgram:
@@ -190,6 +156,11 @@ class Predictor:
 
     def __init__(self):
         self.programs: dict[Any, ShadowProgram] = {}
+        # As `eqxstable._jit._sharing._aliases`: the key a function has after a trace that
+        # changed it (a list it appends to), for the very objects that traced it alone
+        # (`fun_identity`): a function rebuilt over the same shared list has that key too, but
+        # never ran the trace, so it gets a program of its own.
+        self.aliases: dict[Any, tuple[ShadowProgram, tuple]] = {}
         # As `eqxstable._jit._reuse._by_fingerprint`: tokens by the fingerprint of their trace.
         self.fingerprints: dict[Hashable, ShadowToken] = {}
         # Compiles with no miss of their own (`CacheInfo.compiles`): the first call at the top
@@ -208,6 +179,9 @@ class Predictor:
         key = static_key(fun, parts, which, ())
         program = self.programs.get(key)
         if program is None:
+            alias = self.aliases.get(key)
+            if alias is not None and same_fun(alias[1], parts):
+                return alias[0]
             program = self.programs[key] = ShadowProgram(key, fun, which)
         return program
 
@@ -229,12 +203,15 @@ class Predictor:
                         rebound_advice(old, key),
                     )
                 wrapper.fun_key = key
+            else:
+                # Rebound to an equal value: a pinned program may call the old objects.
+                wrapper.program.cache.drop_pinned()
         program = wrapper.program
         if kwargs:
             args, kwargs = program.bind(args, kwargs)
         leaves, treedef = jtu.tree_flatten((args, kwargs))
-        entry = program.cache.lookup(leaves, treedef)
-        return Decision(wrapper, program, entry, rebound, args, kwargs, leaves, _context())
+        entry = program.cache.lookup(leaves, treedef, wrapper.parts)
+        return Decision(wrapper, program, entry, rebound, args, kwargs, leaves, context())
 
     def settle(self, decision: Decision, traced: bool) -> bool:
         """Notes that the call ran (`traced`: whether Equinox traced or compiled for it).
@@ -254,8 +231,8 @@ class Predictor:
             program.cache.rekey(entry)
             wrapper.resnapshot()
             key = static_key(wrapper.fun, wrapper.parts, wrapper.which, ())
-            if key != program.key:
-                self.programs.setdefault(key, program)
+            if key != program.key and key not in self.programs:
+                self.aliases[key] = (program, fun_identity(wrapper.parts))
             return False
         # Equinox reused a program compiled for these array types, and every call of this
         # wrapper so far used this one entry: eqxstable compiled for them under it too.
@@ -272,6 +249,7 @@ class Predictor:
         fun_arrays: list,
         sig: Signature | None = None,
         fingerprint: Callable[[], Hashable | None] | None = None,
+        trace: Callable[[], Any] | None = None,
     ) -> Miss | None:
         """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
 
@@ -283,6 +261,9 @@ class Predictor:
         - `sig`: the call's `signature` of its bound arguments, if already made.
         - `fingerprint`: makes the fingerprint of what the call's trace produced
             (`_doctor/_reuse.py`), or `None` where there is none (the miss then compiles).
+        - `trace`: gives the closed jaxpr of Equinox's trace of this call (`_reuse.probe`), or
+            `None`; `None` where Equinox did not trace it (the program is then taken to be
+            unpinned).
 
         **Returns:**
 
@@ -294,10 +275,10 @@ class Predictor:
         avals = tuple(map(_array_leaf, dynamic))
         abstract = any(isinstance(x, Tracer) for x in dynamic)
         # A guest under a transformation detaches and traces; otherwise JAX's caches decide.
-        detached = abstract and _detaches(program, entry, context, avals)
-        elsewhere = not detached and _in_other_context(program, entry, context, avals)
+        detached = abstract and detaches(program, entry, context, avals)
+        elsewhere = not detached and in_other_context(program, entry, context, avals)
         was_abstract = entry in program.traced_abstract
-        if not detached and not _counts(program, entry, context, avals, abstract):
+        if not detached and not counts(program, entry, context, avals, abstract):
             if was_abstract and entry not in program.traced_abstract:
                 self.late += 1
             return None
@@ -316,108 +297,19 @@ class Predictor:
             miss = Miss("first", "", in_another_context(fun_names(wrapper.fun)[0]))
         program.history.append(sig)
         entry.mutated = None
-        compiles = self._compiles(program, entry, fingerprint)
+        # The jit layer's own decision (`runs_python`) on Equinox's trace of the same call,
+        # whose jaxpr is eqxstable's but for the order of its inputs: a program that calls Python
+        # while it runs serves only the objects that traced it (`Cache.pin`), and is neither
+        # reused for this trace nor offered to a later one.
+        jaxpr = trace() if trace is not None else None
+        pinned = jaxpr is not None and runs_python(jaxpr)
+        if pinned:
+            program.cache.pin(entry, wrapper.parts)
+        compiled = compiles(self.fingerprints, program.tokens, entry, fingerprint, pinned)
         if under_a_trace():
             # As `eqxstable._jit._accounting.settle`: what JAX compiles under a transformation
             # is its own derived program.
             miss = not_compiled(miss, 0.0, "inside")
-        elif not compiles:
+        elif not compiled:
             miss = not_compiled(miss, 0.0, "reused")
         return miss
-
-    def _compiles(
-        self,
-        program: ShadowProgram,
-        entry: Entry,
-        fingerprint: Callable[[], Hashable | None] | None,
-    ) -> bool:
-        # As `eqxstable._jit._reuse`: only an entry's first trace looks for a program compiled
-        # for an equal trace under a token that had that one trace; a later trace of a guest, or
-        # of a token with guests, detaches to a token of its own (`_jit._token.Split`). The
-        # entry keeps running the shared program for the types it ran it for (`seen` keeps
-        # them), and a guest still counts as one: the shared token, traced once, stays the
-        # target of later equal traces.
-        token = program.tokens.get(entry)
-        if token is None:
-            fp = fingerprint() if fingerprint is not None else None
-            target = self.fingerprints.get(fp) if fp is not None else None
-            if target is not None and target.traces == 1:
-                target.guests += 1
-                program.tokens[entry] = ShadowToken(target)
-                return False
-            program.tokens[entry] = token = ShadowToken()
-            if fp is not None:
-                self.fingerprints.setdefault(fp, token)
-        elif token.target is not None:
-            program.tokens[entry] = ShadowToken()
-        elif token.guests:
-            program.tokens[entry] = ShadowToken()
-        else:
-            token.traces += 1
-        return True
-
-
-def _detaches(
-    program: ShadowProgram, entry: Entry, context: Hashable, avals: tuple[ArrayLeaf, ...]
-) -> bool:
-    """Whether a call under a transformation is a miss because its entry is a guest: it ran a
-    program compiled for another entry's equal trace, and a guest called under a transformation
-    detaches and traces under a token of its own (`eqxstable._jit._token.Guest`), even for types
-    JAX traced before under the shared token. JAX then holds, under the new token, only what it
-    traced (these types, under the transformation); at top level the entry still runs the
-    shared program for the types it ran it for (`eqxstable._jit._token.Split`: `seen` keeps
-    them)."""
-    token = program.tokens.get(entry)
-    if token is None or token.target is None:
-        return False
-    program.traced[entry] = {(context, tuple(leaf[:3] for leaf in avals))}
-    program.traced_abstract.add(entry)
-    return True
-
-
-def _in_other_context(
-    program: ShadowProgram, entry: Entry, context: Hashable, avals: tuple[ArrayLeaf, ...]
-) -> bool:
-    """Whether JAX traced this entry for these array types before, in another trace context."""
-    types = tuple(leaf[:3] for leaf in avals)
-    return any(c != context and t == types for c, t in program.traced.get(entry, ()))
-
-
-def _counts(
-    program: ShadowProgram,
-    entry: Entry,
-    context: Hashable,
-    avals: tuple[ArrayLeaf, ...],
-    abstract: bool,
-) -> bool:
-    """Whether a call with these array types is a miss of the stable program, as JAX's caches
-    and `Program` count it (and notes what JAX now holds). Under a transformation (`abstract`:
-    a tracer among them) JAX traces the function once per types and compiles only programs of
-    its own (a JVP, a batched jaxpr), which are not misses. At top level it compiles once per
-    types and placement, tracing only types it has not traced yet; the first compile of what
-    a transformed call traced (and counted) is not a miss either (`Program.untraced_miss`).
-
-    JAX keys both caches by its trace context too (`context`): equal types under another mesh,
-    axis environment or configuration trace again. JAX sets an enclosing jitted function's own
-    mesh while it transforms that function's jaxpr, so a `custom_jvp` rule that `jax.grad` of
-    an outer `filter_jit` traces calls this function again in another context than the outer
-    trace did (optimistix's implicit solves, lineax's `linear_solve` in them)."""
-    types = (context, tuple(leaf[:3] for leaf in avals))
-    placed = (context, avals)
-    traced = program.traced.setdefault(entry, set())
-    if abstract:
-        if types in traced:
-            return False
-        traced.add(types)
-        program.traced_abstract.add(entry)
-        return True
-    seen = program.seen.setdefault(entry, set())
-    if placed in seen:
-        return False
-    seen.add(placed)
-    if types in traced and entry in program.traced_abstract:
-        program.traced_abstract.discard(entry)
-        return False
-    traced.add(types)
-    program.traced_abstract.discard(entry)
-    return True

@@ -19,7 +19,7 @@ it, a JAX without `Traced.out_tree`), the miss is predicted to compile, which is
 does where it finds no program to reuse.
 """
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import equinox as eqx
@@ -111,17 +111,83 @@ def probe(jit_wrapper: Any, args: tuple, kwargs: dict) -> Any:
         return None
 
 
-def fingerprint(closed: Any, inputs: Hashable, out: Any) -> Hashable | None:
-    """The fingerprint of a call: `closed` from `probe`, `inputs` from `inputs`, `out` what the
-    call returned (its non-array parts are those of the trace). `None` where it cannot be made."""
+def fingerprint(trace: Callable[[], Any], frame: Any) -> Hashable | None:
+    """The fingerprint of a call: `trace` gives the closed jaxpr (`probe`), `frame.inputs` is
+    from `inputs`, `frame.out` what the call returned (its non-array parts are those of the
+    trace). `None` where it cannot be made."""
+    closed = trace()
     if closed is None:
         return None
     try:
         jaxpr = jaxpr_key(closed, fingerprint_param_key, TRACE_ONLY, {})
         if jaxpr is None:
             return None
-        leaves, treedef = jtu.tree_flatten(out)
+        leaves, treedef = jtu.tree_flatten(frame.out)
         parts = tuple(("array",) if eqx.is_array(x) else fingerprint_key_of(x) for x in leaves)
-        return (jaxpr, inputs, tree_key(treedef), parts, trace_context(), jax.default_backend())
+        return (
+            jaxpr,
+            frame.inputs,
+            tree_key(treedef),
+            parts,
+            trace_context(),
+            jax.default_backend(),
+        )
     except Exception:
         return None
+
+
+class ShadowToken:
+    """As `eqxstable._jit._token.Token` (or a `Guest` of one, `target`): how many traces an
+    entry's own program had, and how many other entries run (or ran) it."""
+
+    __slots__ = ("traces", "guests", "target")
+
+    def __init__(self, target: "ShadowToken | None" = None):
+        self.traces = 1
+        self.guests = 0
+        self.target = target
+
+
+def compiles(
+    fingerprints: dict[Hashable, ShadowToken],
+    tokens: dict[Any, ShadowToken],
+    entry: Any,
+    fingerprint: Callable[[], Hashable | None] | None,
+    pinned: bool,
+) -> bool:
+    """Whether a predicted miss of `entry` compiles, as `eqxstable._jit._reuse` decides, and
+    notes its token.
+
+    Only an entry's first trace looks for a program compiled for an equal trace (`fingerprints`,
+    as `_jit._reuse._by_fingerprint`) under a token that had that one trace; a later trace of a
+    guest, or of a token with guests, detaches to a token of its own (`_jit._token.Split`). The
+    entry keeps running the shared program for the types it ran it for (the shadow's `seen`
+    keeps them), and a guest still counts as one: the shared token, traced once, stays the
+    target of later equal traces. A `pinned` trace (one whose program calls Python while it
+    runs, `_jit._pinned.runs_python`) neither runs another's program nor is offered to a later
+    one, as `_jit._reuse.first_call` decides.
+
+    **Arguments:**
+
+    - `fingerprints`: the tokens by the fingerprint of their one trace, across every program.
+    - `tokens`: the tokens of the program's entries (`_predict.ShadowProgram.tokens`).
+    - `entry`: the entry of the miss.
+    - `fingerprint`: makes the fingerprint of the call's trace (`fingerprint` above), or `None`.
+    - `pinned`: whether the call's trace is pinned.
+    """
+    token = tokens.get(entry)
+    if token is None:
+        fp = fingerprint() if fingerprint is not None and not pinned else None
+        target = fingerprints.get(fp) if fp is not None else None
+        if target is not None and target.traces == 1:
+            target.guests += 1
+            tokens[entry] = ShadowToken(target)
+            return False
+        tokens[entry] = token = ShadowToken()
+        if fp is not None:
+            fingerprints.setdefault(fp, token)
+    elif token.target is not None or token.guests:
+        tokens[entry] = ShadowToken()
+    else:
+        token.traces += 1
+    return True

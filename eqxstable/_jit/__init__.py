@@ -35,6 +35,11 @@ from ._fingerprint import (
 )
 from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
+from ._pinned import (
+    fun_identity as fun_identity,
+    runs_python as runs_python,
+    same_fun as same_fun,
+)
 from ._program import fun_names as fun_names
 from ._report import report as report
 from ._signature import (

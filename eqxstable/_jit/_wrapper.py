@@ -14,6 +14,7 @@ from typing_extensions import ParamSpec
 
 from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
+from ._deleted import deleted_error
 from ._lowered import Lowered
 from ._lru import sizes
 from ._program import Program
@@ -197,7 +198,11 @@ class _JitWrapper(Generic[_P, _T]):
             if call.committed or error is not None:
                 self._stats.calls += 1
             if error is None:
-                raise
+                # An array an earlier call donated: named, with the fix (looked for only now).
+                name = state.program.qualname
+                error = deleted_error(e, name, args, kwargs, self._array_paths())
+                if error is None:
+                    raise
         else:
             self._stats.calls += 1
             if state.verifying and _verify.served():
