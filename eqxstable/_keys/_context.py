@@ -210,14 +210,15 @@ def frozen_part(obj: Any, ctx: Ctx) -> Any:
     return None
 
 
-def held_items(obj: Any, ctx: Ctx) -> Any:
+def held_items(obj: Any, ctx: Ctx, flat: bool | None = None) -> Any:
     """`K-too-deep`: a list, dict or set too big to walk whose items can never change
     (`frozen_items`, chosen by `top`): keyed by its identity and its items' identities (held, so
     that no other object takes their `id` while the key lives), and watched as its items by `is`
     (one C loop a hit). An unchanged one keeps its key, so a function closing over a 60,000-word
-    vocabulary hits; an item added, removed or replaced is another key, never a stale one."""
+    vocabulary hits; an item added, removed or replaced is another key, never a stale one.
+    `flat`: whether `frozen_items` holds (else `frozen_nested` does), where the caller knows."""
     ctx.identity = True
-    if frozen_items(obj):
+    if flat if flat is not None else frozen_items(obj):
         state_fn, state, held = _items_state, _items_state(obj), _Held(_items(obj))
     else:
         # `frozen_nested`: the containers it holds, and what they hold, by identity, one state.
@@ -241,10 +242,12 @@ def big_container(obj: Any, ctx: Ctx) -> Any:
         ctx.identity = True
         ctx.states.append((obj, state_fn, state))
         return (TOO_MANY, Identity(obj), held)
-    if past_budget(_items(obj) if type(obj) is dict else obj, ctx) and (
-        frozen_items(obj) or frozen_nested(obj)
-    ):
-        return held_items(obj, ctx)
+    if not past_budget(_items(obj) if type(obj) is dict else obj, ctx):
+        return None
+    if frozen_items(obj):
+        return held_items(obj, ctx, True)
+    if frozen_nested(obj):
+        return held_items(obj, ctx, False)
     return None
 
 
