@@ -20,6 +20,7 @@ from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._structure import same_structure, Structure, walk
 from ._config import untraced
 from ._entry import Entry
+from ._gc import collector_paused
 from ._lru import LRU, sizes
 from ._node_data import node_data, same_node_data
 from ._pinned import fun_identity, pin_slot, same_fun
@@ -247,6 +248,11 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
     the node data's keys, the keys of the user's classes among the node types (a module's
     methods run in the trace, and may read globals or class attributes), and the configuration
     JAX reads while tracing but leaves out of its own key (`_config.untraced`), last."""
+    with collector_paused():
+        return _compute_key(treedef, mask, statics, config)
+
+
+def _compute_key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Watch]:
     keys, watches = [], []
     for x in statics:
         t = type(x)
@@ -261,7 +267,7 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
         k, w = compute(x)
         keys.append(k)
         watches.append(w)
-    classes, data, shape = walk(treedef)
+    classes, data, shape = _walked(treedef)
     node_keys = []
     for d in data:
         k, w = compute_node_data(d)
@@ -282,6 +288,23 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
         config,
     )
     return key, merge(watches)
+
+
+# The structure last walked, and what `walk` found in it: a miss keys its call twice, on lookup
+# and after its trace (`rekey`), with the very same `PyTreeDef`, which cannot change (what its
+# node data holds is keyed afresh each time). A vocabulary of 50,000 pairs is 150,000 nodes.
+# One tuple, replaced whole: a thread reading it never sees another thread's half-made entry.
+_last_walk: tuple = (None, None)
+
+
+def _walked(treedef: Any) -> tuple:
+    global _last_walk
+    last = _last_walk
+    if last[0] is treedef:
+        return last[1]
+    found = walk(treedef)
+    _last_walk = (treedef, found)
+    return found
 
 
 # Exact types whose `==` between two objects of that very type holds exactly for the same

@@ -22,6 +22,7 @@ from jax.core import Tracer
 from .._keys import compute_node_data, stable_key
 from .._module import Static, VIEW_BASES
 from ._config import NAMES, untraced
+from ._gc import collector_paused
 
 
 _MAX_REPR = 60
@@ -144,9 +145,35 @@ def _node(x: Any, treedef: Any) -> Node:
     return Node(node_type, data_key, short_repr(data), fields)
 
 
-def _walk(x: Any, keypath: tuple, leaves: list, nodes: list, objects: list) -> None:
+# Leaves JAX never flattens further, which are never arrays (`eqx.is_array` is false): a child of
+# one of these types is described in place, without a flatten of its own (a vocabulary of
+# 50,000 pairs is 100,000 of them). Not `None`: it is a node without children.
+_SCALAR_LEAVES = frozenset({int, float, complex, str, bytes, bool})
+# `keystr` of each index met so far (`[0]`, `[1]`, ...).
+_INDEX: list[str] = []
+
+
+def _index(i: int) -> str:
+    while len(_INDEX) <= i:
+        _INDEX.append(jtu.keystr((jtu.SequenceKey(len(_INDEX)),)))
+    return _INDEX[i]
+
+
+def _walk(x: Any, path: str, top: bool, leaves: list, nodes: list, objects: list) -> None:
+    """Describes `x`, found at `path` (`argument_path` of its key path), and what it holds, each
+    node before its children. A child's path is its parent's followed by the keys that lead to it
+    (`keystr` joins them), so each is rendered once, not once per level."""
+    if type(x) in _SEQUENCES and not top:
+        # An exact tuple or list, whose flatten JAX fixes: its items, at `SequenceKey(i)`, and no
+        # node data. Walked here without a flatten of one level and a call per item.
+        nodes.append((path, Node(type(x), _no_data_key(), short_repr(None), None)))
+        for i, child in enumerate(x):
+            if type(child) in _SCALAR_LEAVES:
+                leaves.append((path + _index(i), _static_leaf(child)))
+            else:
+                _walk(child, path + _index(i), False, leaves, nodes, objects)
+        return
     children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
-    path = argument_path(keypath)
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         if eqx.is_array(x):
             leaves.append((path, array_leaf(x)))
@@ -159,8 +186,22 @@ def _walk(x: Any, keypath: tuple, leaves: list, nodes: list, objects: list) -> N
     if node.fields is not None:
         stored = x.__dict__
         objects.extend((f"{path}.{name}", stored.get(name)) for name in node.fields)
-    for child_path, child in children:
-        _walk(child, keypath + tuple(child_path), leaves, nodes, objects)
+    for child_keys, child in children:
+        child_keys = tuple(child_keys)
+        child_path = argument_path(child_keys) if top else path + jtu.keystr(child_keys)
+        if type(child) in _SCALAR_LEAVES:
+            # Never the same object as another static in a way a trace can tell (`_aliases`).
+            leaves.append((child_path, _static_leaf(child)))
+        else:
+            _walk(child, child_path, False, leaves, nodes, objects)
+
+
+_SEQUENCES = frozenset({tuple, list})
+
+
+def _no_data_key() -> Any:
+    # The key `_node` gives a tuple's or a list's node data (`None`).
+    return compute_node_data(None)[0]
 
 
 def signature(args: tuple, kwargs: dict) -> Signature:
@@ -178,7 +219,8 @@ def signature(args: tuple, kwargs: dict) -> Signature:
     leaves: list = []
     nodes: list = []
     objects: list = []
-    _walk((args, kwargs), (), leaves, nodes, objects)
+    with collector_paused():
+        _walk((args, kwargs), argument_path(()), True, leaves, nodes, objects)
     return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config())
 
 

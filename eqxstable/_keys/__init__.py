@@ -8,14 +8,24 @@ and taken as constant) and why each is sound.
 from typing import Any
 
 from . import _memo, _rules
-from ._context import Ctx, TOO_MANY, top
+from ._context import Ctx, key, TOO_MANY, top
 from ._memo import recall, remember
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
 
+# Exact immutable scalars (`K-value`, `K-float`): their handlers read the value alone, touch no
+# context and watch nothing, and no memo entry can hold one (no weak reference). Keyed by that
+# very handler without a context: a call with 100,000 static ints (a vocabulary of pairs, a pytree
+# of Python scalars) costs a dict lookup and a `Key` each, not a computation each.
+_ATOMS = frozenset({int, bool, str, bytes, float, complex, type(None), type(Ellipsis)})
+_NO_WATCH = Watch()
+
+
 def compute(obj: Any) -> tuple[Key, Watch]:
     """The key of `obj` computed now, with the watch that says when it may have changed."""
+    if type(obj) in _ATOMS:
+        return Key(key(obj, _ATOM_CTX, True), False), _NO_WATCH
     entry = recall(obj)
     if entry is not None:
         watch = entry.watch.strong()
@@ -32,6 +42,10 @@ def compute(obj: Any) -> tuple[Key, Watch]:
     return result, watch
 
 
+# Never written to: the handlers of `_ATOMS` read nothing from their context.
+_ATOM_CTX = Ctx()
+
+
 def _holds_itself(parts: Any, obj: Any) -> bool:
     """Whether a key compares `obj` by its own `==` (`K-own-eq`, `K-jax-value`), and so holds it
     strongly: the memo, whose entry lives as long as `obj`, would then keep it alive for good."""
@@ -43,6 +57,9 @@ def _holds_itself(parts: Any, obj: Any) -> bool:
 def compute_node_data(data: Any) -> tuple[Key, Watch]:
     """The key of pytree node data: the lists, dicts and sets in it are made afresh by each
     flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
+    if type(data) in _ATOMS:
+        # `None`, the node data of every tuple, list and `None` node.
+        return Key(key(data, _ATOM_CTX, False), False), _NO_WATCH
     ctx = Ctx(by_value=True)
     parts = top(data, ctx, False)
     return Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
@@ -80,6 +97,8 @@ def stable_key(obj: Any) -> Key:
         assert es.stable_key(1) != es.stable_key(1.0)
         ```
     """
+    if type(obj) in _ATOMS:
+        return Key(key(obj, _ATOM_CTX, True), False)
     entry = recall(obj)
     if entry is not None:
         return entry.key

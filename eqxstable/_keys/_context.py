@@ -21,6 +21,9 @@ from ._frozen import (
     frozen_items,
     frozen_nested,
     frozen_scalars,
+    MEMO_MIN,
+    recall_held,
+    remember_held,
 )
 from ._numbering import (
     _CUT,
@@ -207,20 +210,57 @@ def frozen_part(obj: Any, ctx: Ctx) -> Any:
     return None
 
 
-def held_items(obj: Any, ctx: Ctx) -> Any:
+def held_items(obj: Any, ctx: Ctx, flat: bool | None = None) -> Any:
     """`K-too-deep`: a list, dict or set too big to walk whose items can never change
     (`frozen_items`, chosen by `top`): keyed by its identity and its items' identities (held, so
     that no other object takes their `id` while the key lives), and watched as its items by `is`
     (one C loop a hit). An unchanged one keeps its key, so a function closing over a 60,000-word
-    vocabulary hits; an item added, removed or replaced is another key, never a stale one."""
+    vocabulary hits; an item added, removed or replaced is another key, never a stale one.
+    `flat`: whether `frozen_items` holds (else `frozen_nested` does), where the caller knows."""
     ctx.identity = True
+    if flat if flat is not None else frozen_items(obj):
+        state_fn, state, held = _items_state, _items_state(obj), _Held(_items(obj))
+    else:
+        # `frozen_nested`: the containers it holds, and what they hold, by identity, one state.
+        state = _nested_state(obj)
+        state_fn, held = _nested_state, _Held(state)
+    ctx.states.append((obj, state_fn, state))
+    remember_held(obj, state_fn, state, held)
+    return (TOO_MANY, Identity(obj), held)
+
+
+def big_container(obj: Any, ctx: Ctx) -> Any:
+    """`K-too-deep` decided before the walk, for an exact list, dict or set (not node data): the
+    key `held_items` gave it, while it holds the very items it held then (`recall_held`: a
+    rebuilt reader of an unchanged global vocabulary walks none of it); else, where it holds
+    more distinct containers than the budget has left and `held_items` may key it, that key
+    (walking it would run out of the budget, and `top` would start over to key it so). Else
+    `None`: it is walked."""
+    memo = recall_held(obj) if len(obj) >= MEMO_MIN else None
+    if memo is not None:
+        state_fn, state, held = memo
+        ctx.identity = True
+        ctx.states.append((obj, state_fn, state))
+        return (TOO_MANY, Identity(obj), held)
+    if not past_budget(_items(obj) if type(obj) is dict else obj, ctx):
+        return None
     if frozen_items(obj):
-        ctx.states.append((obj, _items_state, _items_state(obj)))
-        return (TOO_MANY, Identity(obj), _Held(_items(obj)))
-    # `frozen_nested`: the containers it holds, and what they hold, by identity, in one state.
-    state = _nested_state(obj)
-    ctx.states.append((obj, _nested_state, state))
-    return (TOO_MANY, Identity(obj), _Held(state))
+        return held_items(obj, ctx, True)
+    if frozen_nested(obj):
+        return held_items(obj, ctx, False)
+    return None
+
+
+def past_budget(items: Any, ctx: Ctx) -> bool:
+    """Whether `items` holds more distinct containers (each walked as one object) than the
+    budget has left: a walk of them would run out of it."""
+    left = MAX_OBJECTS - ctx.stack.walked
+    if len(items) <= left or not _CONTAINERS.intersection(map(type, items)):
+        return False
+    return len({id(x) for x in items if type(x) in _CONTAINERS}) > left
+
+
+_CONTAINERS = frozenset({tuple, frozenset, list, dict, set})
 
 
 def _rules_resolve(t: type) -> Handler:

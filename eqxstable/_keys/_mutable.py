@@ -5,7 +5,7 @@ data, lists, dicts and sets by their contents alone."""
 import types
 from typing import Any
 
-from ._context import compound, Ctx, key
+from ._context import big_container, compound, Ctx, key
 from ._origin import library_class
 from ._per_class import per_class
 from ._scalars import scalar_run
@@ -34,6 +34,11 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # make a new one), and the object held is watched like any other.
         ctx.states.append((obj, object_state, object_state(obj)))
         return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
+    if type(obj) in _BASES and type(obj) is not bytearray and len(obj) > _FEW:
+        # An exact list, dict or set too big to walk, or keyed so before and unchanged.
+        held = big_container(obj, ctx)
+        if held is not None:
+            return held
     ctx.identity = True
     if isinstance(obj, (list, set, bytearray)):
         # Item by item, as a list: a set's items, a bytearray's small ints (one object each).
@@ -62,6 +67,8 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 _BASES = frozenset({list, dict, set, bytearray})
+# Shorter containers are walked: neither the budget nor the memo of `big_container` concerns them.
+_FEW = 256
 
 
 @per_class

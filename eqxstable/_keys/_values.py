@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from ._arrays import dtype_key
-from ._context import compound, Ctx, frozen_part, identity, key
+from ._context import compound, Ctx, frozen_part, identity, key, past_budget, TOO_MANY
+from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
 from ._per_class import per_class
 from ._scalars import scalar_run
@@ -83,6 +84,10 @@ def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return Namespace(obj)
 
 
+# Shorter tuples are walked: the budget does not concern them.
+_FEW = 256
+
+
 @compound
 def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     fast = scalar_run(obj)
@@ -91,6 +96,11 @@ def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     frozen = frozen_part(obj, ctx)
     if frozen is not None:
         return frozen
+    if len(obj) > _FEW and past_budget(obj, ctx) and frozen_scalars(obj):
+        # Walking it would run out of the budget, and `top` would start over to key it by its
+        # identity (`K-too-deep`): so keyed now. Nothing in it can change.
+        ctx.identity = True
+        return (TOO_MANY, Identity(obj))
     return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
 
 
