@@ -87,6 +87,19 @@ def test_the_memo_still_serves_a_live_generated_function():
     assert es.stable_key(f) == a
 
 
+def test_a_rebuilt_lambda_in_code_run_with_exec_keeps_its_key():
+    """Code run with `exec` in a dict of its own (a docstring example, a notebook tool): the
+    lambda `make(2.0)` returns dies before the next is made, and `make`, which lives in that dict,
+    keeps the dict's handle alive, so the rebuilt lambda has the same key."""
+    namespace: dict = {}
+    exec("def make(scale):\n    return lambda x: x * scale\n", namespace)
+    make = namespace["make"]
+    first = es.stable_key(make(2.0))
+    gc.collect()
+    assert es.stable_key(make(2.0)) == first
+    assert es.stable_key(make(2)) != first
+
+
 def test_a_reused_id_is_never_an_old_namespace():
     """Same code, equal globals: the keys differ only by the namespace, which is identity. Each
     namespace dies before the next is made, so CPython reuses its memory (and `id()`); the old

@@ -77,7 +77,16 @@ def handle(f: types.FunctionType) -> Handle:
         return h
     module = _module_of(d)
     h = Handle(i, module is not None)
-    h._add(f if module is None else module)
+    if module is not None:
+        h._add(module)
+    else:
+        h._add(f)
+        # The dict's own functions witness it too (the `make` of a `make(2.0)` that returns a
+        # lambda, in code run with `exec`): a rebuilt lambda, whose predecessor died, then finds
+        # the same handle, so its key equals the old one. Scanned once per handle.
+        for g in tuple(d.values()):
+            if type(g) is types.FunctionType and g.__globals__ is d:
+                h._add(g)
     _handles[i] = h
     return h
 
