@@ -71,7 +71,7 @@ def _abc_index() -> dict:
             pending.extend(type.__subclasses__(c))
         except TypeError:  # pragma: no cover - not a class.
             continue
-        if "_abc_impl" not in c.__dict__ or _get_dump is None:
+        if "_abc_impl" not in _CLASS_DICT(c) or _get_dump is None:
             continue
         try:
             registry = _get_dump(c)[0]
@@ -87,6 +87,8 @@ def _abc_index() -> dict:
 
 
 _get_dump = getattr(abc, "_get_dump", None)
+# `type`'s own `__dict__` descriptor: a metaclass can shadow `cls.__dict__` with one of its own.
+_CLASS_DICT = type.__dict__["__dict__"].__get__
 
 
 def virtual_bases(cls: type, ctx: Ctx) -> tuple:
