@@ -351,3 +351,19 @@ def test_each_registry_in_each_placement(kind):
     value, body, change = KINDS[kind]()
     makers = {where: _placed(where, value, body) for where in PLACES}
     _check_all(makers, change, shared=kind != "subclasses")
+
+
+def test_attributes_set_on_a_dispatcher_are_keyed():
+    @ft.singledispatch
+    def scale(v):
+        return scale.factor  # pyright: ignore[reportFunctionMemberAccess]
+
+    scale.factor = 2.0  # pyright: ignore[reportFunctionMemberAccess]
+
+    def make():
+        return lambda x: x * scale(1)
+
+    before = es.stable_key(make())
+    assert es.stable_key(make()) == before
+    scale.factor = 3.0  # pyright: ignore[reportFunctionMemberAccess]
+    assert es.stable_key(make()) != before

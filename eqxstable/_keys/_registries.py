@@ -22,7 +22,7 @@ import equinox as eqx
 
 from ._context import Ctx, key
 from ._origin import library_code_object, SINGLEDISPATCH_CODE
-from ._state import dict_state
+from ._state import dict_state, extra_attrs
 from ._structure import _REGISTRY
 from ._types import Identity, MutableKey, Namespace
 from ._watch import MISSING, size
@@ -191,13 +191,15 @@ def singledispatch(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     assert registry is not None
     ctx.identity = True
     ctx.states.append((registry, dict_state, dict_state(registry)))
-    ctx.states.append((f, _attrs_state, _attrs_state(f)))
     items = tuple([(Namespace(cls), key(impl, ctx, False)) for cls, impl in registry.items()])
     abstract = any(hasattr(cls, "__abstractmethods__") for cls in registry)
     token = watch_abc_token(ctx) if abstract else None
-    return MutableKey(Identity(f), ("singledispatch", items, token))
+    # What `update_wrapper` copied from the function it wraps, and what the program sets on it
+    # (`f.scale = 2.0`, read by an implementation), keyed and watched; functools' own attributes
+    # (watched: `f.dispatch = other` is seen) are the registry keyed above.
+    attrs = extra_attrs(f, ctx, skip=_MADE)
+    return MutableKey(Identity(f), ("singledispatch", items, token, attrs))
 
 
-def _attrs_state(f: Any) -> tuple:
-    # Its `dispatch`, `register`, `registry` attributes, which the wrapper and its users read.
-    return dict_state(f.__dict__)
+# The attributes `functools.singledispatch` sets on the function it makes.
+_MADE = frozenset({"register", "dispatch", "registry", "_clear_cache"})
