@@ -356,14 +356,14 @@ def test_each_registry_in_each_placement(kind):
 def test_attributes_set_on_a_dispatcher_are_keyed():
     @ft.singledispatch
     def scale(v):
-        return scale.factor  # pyright: ignore[reportFunctionMemberAccess]
+        return scale.factor  # pyright: ignore[reportAttributeAccessIssue]
 
-    scale.factor = 2.0  # pyright: ignore[reportFunctionMemberAccess]
+    scale.factor = 2.0  # pyright: ignore[reportAttributeAccessIssue]
 
     def make():
         return lambda x: x * scale(1)
 
     before = es.stable_key(make())
     assert es.stable_key(make()) == before
-    scale.factor = 3.0  # pyright: ignore[reportFunctionMemberAccess]
+    scale.factor = 3.0  # pyright: ignore[reportAttributeAccessIssue]
     assert es.stable_key(make()) != before
