@@ -356,7 +356,7 @@ def test_each_registry_in_each_placement(kind):
 def test_attributes_set_on_a_dispatcher_are_keyed():
     @ft.singledispatch
     def scale(v):
-        return scale.factor  # pyright: ignore[reportAttributeAccessIssue]
+        return scale.factor  # pyright: ignore
 
     scale.factor = 2.0  # pyright: ignore[reportAttributeAccessIssue]
 
