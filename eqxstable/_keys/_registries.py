@@ -39,8 +39,10 @@ def _token_state(_: Any) -> tuple:
 
 def watch_abc_token(ctx: Ctx) -> int:
     """The cache token now, watched: every `register` of any `abc` class moves it. One state per
-    watch (`_watch.merge` keeps one per object and state function)."""
-    token = abc_token()
+    computation (and `_watch.merge` keeps one per object and state function)."""
+    if ctx.abc_token is not None:
+        return ctx.abc_token
+    token = ctx.abc_token = abc_token()
     ctx.states.append((abc, _token_state, (token,)))
     return token
 
