@@ -22,6 +22,7 @@ TESTS = [
     "tests/test_keys_library_calls.py",
     "tests/test_keys_wrappers.py",
     "tests/test_keys_closure_to_pytree.py",
+    "tests/test_keys_library_registries.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -75,6 +76,7 @@ BREAKS = {
     "K-user-module": "r.mod.user_module = r.v.constant",
     "K-library-code": "r.library_class = lambda t: False",
     "K-library-object": "r.c.library_object = r.v.constant",
+    "K-dispatch": "r.fn.singledispatch = lambda o, c, k: r.v.constant(o, c, k)",
     "K-closure-function": "r.clo.closure_function = lambda o, c, k: ('fwe', o.fn.__code__)",
     "K-library-container": "r.c.container = lambda o, c, k: r.v.constant(o, c, k)",
     "K-opaque": "r.c.opaque = r.v.constant",

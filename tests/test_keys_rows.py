@@ -812,6 +812,7 @@ ROW_TESTS = {
     "K-user-module": _ROWS + "test_user_modules_read_whole",
     "K-library-code": _ROWS + "test_library_objects_are_constants",
     "K-library-object": _ROWS + "test_library_objects_holding_user_functions",
+    "K-dispatch": "tests/test_keys_library_registries.py::test_singledispatch_register_is_seen",
     "K-closure-function": (
         "tests/test_keys_closure_to_pytree.py::test_closures_that_compute_differently_never_share"
     ),

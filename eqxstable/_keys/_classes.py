@@ -11,6 +11,7 @@ import equinox as eqx
 
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
+from ._registries import virtual_bases
 from ._state import added_state, dict_state, hidden_state, IGNORED_ATTRS, unreadable
 from ._structure import _registered, _REGISTRY
 from ._types import Equal, Namespace
@@ -111,7 +112,20 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         if issubclass(cls, eqx.Module)
         else tuple(_registered_key(f, ctx) for f in _registered(cls))
     )
-    return ("class", Namespace(cls), cls.__name__, cls.__qualname__, meta, tuple(out), node)
+    # The `abc` classes naming it (or a class of its MRO) as a virtual subclass: a library's
+    # (`numbers.Real.register(MyScalar)`) changes what `isinstance(s, numbers.Real)` answers in
+    # a trace, and nothing of the class shows it (`_registries.virtual_bases`, token watched).
+    virtual = virtual_bases(cls, ctx)
+    return (
+        "class",
+        Namespace(cls),
+        cls.__name__,
+        cls.__qualname__,
+        meta,
+        tuple(out),
+        node,
+        virtual,
+    )
 
 
 _ABC_MADE = frozenset({"_abc_impl"})

@@ -95,8 +95,12 @@ def reads(code: types.CodeType) -> Reads:
 
 # Attributes through which code reads a namespace whole: a function's globals, a frame's globals,
 # locals or builtins (`f.__globals__["c"]`, `sys._getframe().f_globals["c"]`). Which names it reads
-# there, and from whose namespace, the bytecode does not show.
-_NAMESPACE_ATTRS = frozenset({"__globals__", "f_globals", "f_locals", "f_builtins"})
+# there, and from whose namespace, the bytecode does not show. Likewise a class's live table of
+# subclasses (`Term.__subclasses__()`, `eqx.Module.__subclasses__()`: plugin discovery), which
+# grows whenever a subclass is defined anywhere and which no key of a class shows.
+_NAMESPACE_ATTRS = frozenset(
+    {"__globals__", "f_globals", "f_locals", "f_builtins", "__subclasses__"}
+)
 _namespaces: dict[int, tuple[weakref.ref, bool]] = {}
 
 
@@ -115,8 +119,9 @@ def _compute_namespaces(code: types.CodeType) -> bool:
 
 
 def reads_namespaces(code: types.CodeType) -> bool:
-    """Whether `code` (or code nested in it) names a function's `__globals__` or a frame's
-    `f_globals`, `f_locals` or `f_builtins`: it may read any name of any namespace."""
+    """Whether `code` (or code nested in it) names a function's `__globals__`, a frame's
+    `f_globals`, `f_locals` or `f_builtins`, or a class's `__subclasses__`: it may read any name
+    of any namespace, or any class defined anywhere since."""
     return _memo(_namespaces, code, _compute_namespaces)
 
 

@@ -75,6 +75,7 @@ class Ctx:
         "by_value",
         "memo",
         "own_eq",
+        "abc_token",
     )
 
     def __init__(self, by_value: bool = False) -> None:
@@ -96,6 +97,9 @@ class Ctx:
         # Whether some part is compared by an object's own `==` (`Equal`): shared by `==`, yet
         # never substituted by `intern`.
         self.own_eq = False
+        # `abc`'s cache token once this computation watches it (`_registries.watch_abc_token`):
+        # one state per key, however many classes it keys.
+        self.abc_token: Any = None
 
     def watch(self) -> Watch:
         return Watch(tuple(self.states), tuple(self.names), tuple(self.blobs))

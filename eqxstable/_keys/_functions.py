@@ -16,7 +16,8 @@ from ._handles import handle
 from ._imports import imports
 from ._memo import recall
 from ._modules import IMPORT_MADE
-from ._origin import library_function, pure_library
+from ._origin import library_function, pure_library, SINGLEDISPATCH_CODE
+from ._registries import dispatch_registry, singledispatch
 from ._state import dict_state, extra_attrs, impure_library, owns_data, unreadable
 from ._types import FunctionKey, Namespace
 from ._watch import plain_fn_state
@@ -170,6 +171,8 @@ def _is_empty(f: types.FunctionType, index: int) -> bool:
 @compound
 def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     library = library_function(f)
+    if library and f.__code__ is SINGLEDISPATCH_CODE and dispatch_registry(f) is not None:
+        return singledispatch(f, ctx, content_ok)  # K-dispatch: its registry is data
     if library and ctx.depth > 1 and not pure_library(f):
         # Reached by a reader (a partial of `os.getenv`, `from os import getenv`); before the
         # memo, which holds its key as a function keyed on its own.

@@ -243,6 +243,10 @@ def library_constant(obj: Any) -> bool:
     return found
 
 
+# The code of every function `functools.singledispatch` makes (one code object for all).
+SINGLEDISPATCH_CODE = ft.singledispatch(lambda x: x).__code__  # pyright: ignore
+
+
 def library_code_object(obj: Any) -> bool:
     """Whether an attribute read from a library module is its *code*, taken as constant with the
     module (`jnp.sin`, `jax.nn`, `np.ndarray`, `len`, `jax.nn.relu`), rather than its *data*
@@ -253,7 +257,9 @@ def library_code_object(obj: Any) -> bool:
     if isinstance(obj, type):
         return library_class(obj)
     if isinstance(obj, types.FunctionType):
-        return library_code(obj.__code__)
+        # A `functools.singledispatch` function's registry is the program's data
+        # (`@lx.diagonal.register(MyOp)`): keyed by it (`K-dispatch`), never left out as code.
+        return library_code(obj.__code__) and obj.__code__ is not SINGLEDISPATCH_CODE
     if isinstance(obj, types.MethodType):
         return library_code_object(obj.__func__)
     if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):

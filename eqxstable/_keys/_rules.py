@@ -41,6 +41,7 @@ from . import (
     _library_mutable as lmut,
     _modules as mod,
     _mutable as mut,
+    _registries as reg,
     _values as v,
 )
 from ._context import compound, Ctx, Handler, identity, key
@@ -134,7 +135,7 @@ def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def _class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     if library_class(cls):
-        return v.constant(cls, ctx, content_ok)
+        return reg.library_class(cls, ctx)
     return cl.user_class(cls, ctx, content_ok)
 
 

@@ -22,8 +22,9 @@ IGNORED_ATTRS = frozenset({"__doc__", "__annotations__", "__module__", "__qualna
 def class_part(t: type, ctx: Ctx) -> Any:
     """The class of an object keyed by value whose methods can run in the trace (a NamedTuple's
     `__call__`, a partial subclass's): a user's class keyed as a class (`K-user-class`: what its
-    methods read is followed, its namespace watched), a library's by itself, a constant."""
-    return t if library_class(t) else key(t, ctx, False)
+    methods read is followed, its namespace watched), a library's by itself with what JAX's pytree
+    registry and `abc` say of it (`_registries.library_class`)."""
+    return key(t, ctx, False)
 
 
 def added_state(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
