@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import types
 from typing import Any
 
@@ -18,13 +17,59 @@ import pytest
 from jaxtyping import Array, Float
 
 import eqxstable as es
-from eqxstable._keys import compute, Identity, too_many_objects
+from eqxstable._keys import _context, _numbering, compute, Identity, too_many_objects
 from eqxstable._keys._context import MAX_OBJECTS
 from eqxstable._keys._origin import library_function
 
 
 # A vector of any length (a module-level alias: a string in an annotation reads as a name).
 _Vector = Float[Array, "n"]
+
+
+class _TooMuchWork(BaseException):
+    """Raised by a counter past its bound: not an `Exception`, which a handler's fallback to
+    identity would catch, so that a walk gone exponential fails at once instead of running on."""
+
+
+def _walks(monkeypatch: Any, limit: int = MAX_OBJECTS + 1) -> list:
+    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
+    counts the objects it walked (each through `compound`). Counts of work, not seconds: a time
+    limit fails on a loaded machine and passes a slow rule on a fast one."""
+    walks = []
+
+    class Counting(_numbering.Walk):
+        def __init__(self) -> None:
+            self.count = 0
+            super().__init__()
+            walks.append(self)
+
+        @property
+        def walked(self) -> int:  # pyright: ignore[reportIncompatibleVariableOverride]
+            return self.count
+
+        @walked.setter
+        def walked(self, n: int) -> None:
+            self.count = n
+            if n > limit:
+                raise _TooMuchWork(f"walked {n} objects, more than {limit}")
+
+    monkeypatch.setattr(_context, "Walk", Counting)
+    return walks
+
+
+def _counting(monkeypatch: Any, cls: type, name: str, limit: int) -> list:
+    """Counts the calls of `cls.name` (in `calls[0]`), failing past `limit`."""
+    real = getattr(cls, name)
+    calls = [0]
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        if calls[0] > limit:
+            raise _TooMuchWork(f"{cls.__name__}.{name} called more than {limit} times")
+        return real(*args)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
 
 
 def _shared_tower(depth: int) -> list:
@@ -34,27 +79,34 @@ def _shared_tower(depth: int) -> list:
     return node
 
 
-def test_shared_structure_is_walked_once():
+def test_shared_structure_is_walked_once(monkeypatch):
     # 2**30 paths through 31 lists: each list is keyed (and watched) once.
     node = _shared_tower(30)
     f = lambda x: (x, node)  # noqa: E731
-    start = time.perf_counter()
+    walks = _walks(monkeypatch, limit=100)
+    # A shared part's `==` and hash, counted from here to the end (past the limit, at once a
+    # failure, never a walk of 2**30 paths): the keys below compare 60 levels.
+    depth = 60
+    eqs = _counting(monkeypatch, _numbering.Shared, "__eq__", limit=depth**2)
+    hashes = _counting(monkeypatch, _numbering.Shared, "__hash__", limit=3 * depth**2)
     key, watch = compute(f)
-    assert time.perf_counter() - start < 1.0
+    # The 31 lists, the function and what it holds: never a list once per path to it.
+    assert [w.walked for w in walks] and all(w.walked <= 2 * 31 for w in walks)
     assert len(watch) < 100
     # The same structure built again is another object: a new key; the same one is the same key.
     assert compute(f)[0] == key
     other = _shared_tower(30)
     assert compute(lambda x: (x, other))[0] != key
-    # Comparing two keys of equal shared structures costs their distinct parts, not their paths.
+    # Comparing two keys of equal shared structures costs their distinct parts, not their paths:
+    # the calls of a shared part's `==` and hash (these keys and the ones above) grow with the
+    # square of the depth at most (60 levels: 1,830 and 8,370 here; by path, 2**60).
     t: tuple = ()
     u: tuple = ()
-    for _ in range(60):
+    for _ in range(depth):
         t, u = (t, t), (u, u)
-    start = time.perf_counter()
     assert es.stable_key(t) == es.stable_key(u)
     assert hash(es.stable_key(t)) == hash(es.stable_key(u))
-    assert time.perf_counter() - start < 1.0
+    assert eqs[0] >= depth and hashes[0] >= depth
 
 
 def test_shared_tuple_equals_two_equal_tuples():
@@ -82,7 +134,7 @@ def test_cycles_through_shared_objects():
 
 
 @pytest.mark.counts_traces
-def test_too_many_objects_is_equal_to_nothing_and_right():
+def test_too_many_objects_is_equal_to_nothing_and_right(monkeypatch):
     # Lists of lists of lists: a list of small lists is keyed by identity one level down
     # (`test_keys_too_many_nested.py`); two levels down it can change where the walk did not go.
     data = [[[i]] for i in range(MAX_OBJECTS + 10)]
@@ -99,9 +151,12 @@ def test_too_many_objects_is_equal_to_nothing_and_right():
     assert too_many_objects(key)
     assert key != compute(lambda: data)[0]
     big = lambda: float(len(data))  # noqa: E731
-    start = time.perf_counter()
+    # Past the budget the walk stops: what `top` may walk for one key (the budget, once per try)
+    # bounds what the call walks, however many objects the data holds.
+    bound = (_context._RETRIES + 2) * (MAX_OBJECTS + 1)
+    walks = _walks(monkeypatch)
     assert float(total(big, jnp.array(1.0))) == float(len(data))
-    assert time.perf_counter() - start < 30
+    assert 0 < sum(w.walked for w in walks) <= bound
     data.append([[0]])
     assert float(total(big, jnp.array(1.0))) == float(len(data))
     assert traces == 2
@@ -115,7 +170,7 @@ def test_too_many_objects_is_equal_to_nothing_and_right():
 
 
 @pytest.mark.counts_traces
-def test_closure_over_outer_tracer():
+def test_closure_over_outer_tracer(monkeypatch):
     # A static callable closing over a tracer of the enclosing trace (diffrax's event root find,
     # optimistix's implicit JVP): keyed by the tracer's identity, never by walking its trace.
     inner = 0
@@ -138,14 +193,18 @@ def test_closure_over_outer_tracer():
             acc = jnp.sin(acc) * x
         return (jnp.ones(3) * acc).sum()
 
+    walked = []
     for steps in (1, 4, 16):
-        start = time.perf_counter()
+        # What the keys of one outer trace walk: the closure and its cell (the tracer by
+        # identity), as few objects for 16 steps of the trace as for one.
+        walks = _walks(monkeypatch, limit=20)
         got = jax.jit(jax.grad(loss), static_argnums=1)(1.5, steps)
-        assert time.perf_counter() - start < 20
+        walked.append(max(w.walked for w in walks))
         want = jax.jit(jax.grad(plain), static_argnums=1)(1.5, steps)
         np.testing.assert_allclose(got, want, rtol=1e-6)
     # Each outer trace has new tracers: one inner trace per outer trace (as in Equinox).
     assert inner == 3
+    assert walked[1] == walked[2] <= 10
 
     seen = []
 
@@ -256,7 +315,7 @@ def test_code_generated_into_a_dict_of_the_user_s_is_keyed_by_what_it_reads():
 
 
 @pytest.mark.counts_traces
-def test_type_checked_functions_key_once():
+def test_type_checked_functions_key_once(monkeypatch):
     pytest.importorskip("beartype")
     from beartype import beartype
     from jaxtyping import jaxtyped
@@ -278,9 +337,11 @@ def test_type_checked_functions_key_once():
         return g(f(x, 2.0))
 
     for f in (scale, shift):
-        start = time.perf_counter()
+        # The function, its wrapper and what they read (35 and 19 objects here), never the
+        # type checkers' machinery (keying a type-checked `diffeqsolve` walked 50,000).
+        walks = _walks(monkeypatch, limit=200)
         _, watch = compute(f)
-        assert time.perf_counter() - start < 1.0
+        assert 0 < sum(w.walked for w in walks) <= 200
         assert len(watch) < 500
     for _ in range(3):
         np.testing.assert_allclose(apply(scale, shift, jnp.ones(2)), 3.0)
@@ -299,29 +360,36 @@ def test_jaxtyped_diffrax_under_the_swap(tmp_path):
     out = _run_swapped(
         tmp_path,
         """
-        import time
         from jaxtyping import install_import_hook
 
         with install_import_hook(["diffrax"], "beartype.beartype"):
             import diffrax
         import jax.numpy as jnp
-        from eqxstable._keys import compute
+        from eqxstable._keys import _context, _numbering, compute
 
-        start = time.perf_counter()
+        walks = []
+
+        class Counting(_numbering.Walk):
+            def __init__(self):
+                super().__init__()
+                walks.append(self)
+
+        _context.Walk = Counting
         key, watch = compute(diffrax.diffeqsolve)
-        seconds = time.perf_counter() - start
+        walked = sum(w.walked for w in walks)
         term = diffrax.ODETerm(lambda t, y, args: -y)
         ys = []
         for y0 in (1.0, 2.0, 3.0):
             sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, jnp.array(y0))
             ys.append(float(sol.ys[-1]))
         info = diffrax.diffeqsolve.cache_info()
-        print(seconds, len(watch), watch.valid(), info.hits, info.misses, *ys)
+        print(walked, len(watch), watch.valid(), info.hits, info.misses, *ys)
         """,
         timeout=300,
     )
-    seconds, watched, valid, hits, misses, *ys = out.split()
-    assert float(seconds) < 3.0
+    walked, watched, valid, hits, misses, *ys = out.split()
+    # The objects the key walked, counted (not timed): 50,000, the budget, before.
+    assert int(walked) < 5000
     assert int(watched) < 5000
     assert valid == "True"
     assert (int(hits), int(misses)) == (2, 1)

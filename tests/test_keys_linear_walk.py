@@ -11,7 +11,6 @@ so the same unchanged object hits and an equal chain of tuples shares."""
 import dataclasses
 import importlib.util
 import sys
-import time
 from typing import Any
 
 import jax.numpy as jnp
@@ -19,7 +18,22 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import compute, too_many_objects
+from eqxstable._keys import _context, _numbering, compute, too_many_objects
+
+
+def _walks(monkeypatch: Any) -> list:
+    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
+    counts the objects it walked. A count of work, not seconds: a time limit fails on a loaded
+    machine and passes a slow rule on a fast one."""
+    walks = []
+
+    class Counting(_numbering.Walk):
+        def __init__(self) -> None:
+            super().__init__()
+            walks.append(self)
+
+    monkeypatch.setattr(_context, "Walk", Counting)
+    return walks
 
 
 def _chain(depth: int, leaf: Any = 0.5, box: Any = lambda v, n: (v, n)) -> Any:
@@ -122,13 +136,14 @@ def _write_module(tmp_path: Any, name: str, n: int) -> Any:
 
 
 @pytest.mark.counts_traces
-def test_functions_reaching_each_other_cost_what_they_are(tmp_path):
+def test_functions_reaching_each_other_cost_what_they_are(tmp_path, monkeypatch):
     # 40 functions: about 10**8 paths, 40 objects. Walked by path, the key ran past the budget,
     # was equal to nothing and every call traced again.
     module = _write_module(tmp_path, "eqxstable_linear_walk_fib", 40)
-    start = time.perf_counter()
+    walks = _walks(monkeypatch)
     key, watch = compute(module.f0)
-    assert time.perf_counter() - start < 5.0
+    # Each function (and what it holds) walked once: linear in the 40, never in the paths.
+    assert 40 <= sum(w.walked for w in walks) <= 10 * 40
     assert not too_many_objects(key) and watch.valid()
     assert compute(module.f0)[0] == key
     traces = 0
@@ -224,12 +239,13 @@ def test_a_rewired_edge_is_another_key(one, data):
     assert compute(a)[0] != compute(b)[0]
 
 
-def test_a_shared_tower_stays_fast():
+def test_a_shared_tower_stays_fast(monkeypatch):
     # `node = [node, node]` 30 levels: 31 lists, 2**30 paths.
     node: list = []
     for _ in range(30):
         node = [node, node]
-    start = time.perf_counter()
+    walks = _walks(monkeypatch)
     key, watch = compute(lambda x: (x, node))
-    assert time.perf_counter() - start < 1.0
+    # Each list walked once (and the function): never once per path.
+    assert 31 <= sum(w.walked for w in walks) <= 2 * 31
     assert not too_many_objects(key) and watch.valid()
