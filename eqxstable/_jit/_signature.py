@@ -20,6 +20,7 @@ import numpy as np
 from jax.core import Tracer
 
 from .._keys import compute_node_data, stable_key
+from .._keys._per_class import type_ids
 from .._module import Static, VIEW_BASES
 from ._config import NAMES, untraced
 
@@ -202,14 +203,14 @@ def config() -> tuple[tuple[str, Any], ...]:
 
 
 # Values whose identity means nothing (as in `_cache._aliases`).
-_NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
+_NO_IDENTITY = type_ids((int, float, complex, str, bytes, bool, type(None), type(Ellipsis)))
 
 
 def _aliases(objects: list) -> tuple[tuple[str, str], ...]:
     first: dict[int, str] = {}
     found = []
     for path, x in objects:
-        if type(x) in _NO_IDENTITY:
+        if id(type(x)) in _NO_IDENTITY:
             continue
         earlier = first.setdefault(id(x), path)
         if earlier != path:

@@ -7,15 +7,20 @@ import operator
 from itertools import chain
 from typing import Any
 
+from ._per_class import type_ids
 from ._watch import size
 
 
 # What `frozen_scalars` accepts: immutable values with nothing inside, and the exact immutable
-# containers of them (no subclass: it could hold attributes).
-_ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
-_FROZEN = (tuple, frozenset)
+# containers of them (no subclass: it could hold attributes). All by the types' identities
+# (`type_ids`), as are the type scans below: a user's metaclass may call its class equal to one.
+_ATOMS = type_ids((int, str, bytes, bool, float, complex, type(None)))
+_FROZEN = type_ids((tuple, frozenset))
 # The containers that can change in place which `held_items` keys past the budget.
-_HELD = frozenset({list, dict, set})
+_HELD = type_ids((list, dict, set))
+_DICT = id(dict)
+_DICTS = frozenset({_DICT})
+_ATOMS_OR_FROZEN = _ATOMS | _FROZEN
 
 
 def frozen_scalars(obj: Any) -> bool:
@@ -23,7 +28,7 @@ def frozen_scalars(obj: Any) -> bool:
     tuples, frozensets and the immutable scalars of `_ATOMS`: nothing in it can ever change, so
     its identity is a sound key. Linear in the distinct containers (the types of a container's
     items are scanned in C), without recursion."""
-    if type(obj) not in _FROZEN:
+    if id(type(obj)) not in _FROZEN:
         return False
     seen: set[int] = set()
     stack = [obj]
@@ -32,12 +37,11 @@ def frozen_scalars(obj: Any) -> bool:
         if id(x) in seen:
             continue
         seen.add(id(x))
-        types = set(map(type, x))
-        for t in types:
-            if t not in _ATOMS and t not in _FROZEN:
-                return False
-        if tuple in types or frozenset in types:
-            stack.extend([y for y in x if type(y) in _FROZEN])
+        types = set(map(id, map(type, x)))
+        if not types <= _ATOMS_OR_FROZEN:
+            return False
+        if not types.isdisjoint(_FROZEN):
+            stack.extend([y for y in x if id(type(y)) in _FROZEN])
     return True
 
 
@@ -50,7 +54,7 @@ def _items(obj: Any) -> tuple:
 def frozen_items(obj: Any) -> bool:
     """Whether `obj` is an exact `list`, `dict` or `set` whose items (a dict's keys and values)
     are all what `frozen_scalars` accepts: past the budget it is keyed by `held_items`."""
-    return type(obj) in _HELD and frozen_scalars(_items(obj))
+    return id(type(obj)) in _HELD and frozen_scalars(_items(obj))
 
 
 def _items_state(obj: Any) -> tuple:
@@ -63,10 +67,10 @@ def frozen_nested(obj: Any) -> bool:
     """Whether `obj` is an exact `list`, `dict` or `set` whose items are what `frozen_scalars`
     accepts or containers that `frozen_items` accepts (a vocabulary of 60,000 small dicts, a
     list of small lists): past the budget it is keyed by `held_items` one level further down."""
-    if type(obj) not in _HELD:
+    if id(type(obj)) not in _HELD:
         return False
     for x in _items(obj):
-        t = type(x)
+        t = id(type(x))
         if t in _ATOMS or (t in _FROZEN and frozen_scalars(x)) or frozen_items(x):
             continue
         return False
@@ -78,14 +82,14 @@ def _nested_state(obj: Any) -> tuple:
     then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
     A dict's keys and values both; equal states are equal contents, item by item by `is`."""
     items = _items(obj)
-    types = set(map(type, items))
+    types = set(map(id, map(type, items)))
     # Most hold containers of one kind only (scanned in C): no loop in Python.
-    inner = items if types <= _HELD else [x for x in items if type(x) in _HELD]
+    inner = items if types <= _HELD else [x for x in items if id(type(x)) in _HELD]
     dicts: Any = (
         ()
-        if dict not in types
+        if _DICT not in types
         else inner
-        if types == {dict}
+        if types == _DICTS
         else [x for x in inner if type(x) is dict]
     )
     lengths = list(map(len, inner))

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import dtype_key
+
 
 _is = operator.is_
 _MISSING = object()
@@ -186,14 +188,8 @@ class ArrayState:
 
     def __init__(self, array: np.ndarray, data: bytes):
         self.shape = array.shape
-        self.dtype = _dtype_key(array.dtype)
+        self.dtype = dtype_key(array.dtype)
         self.data = data
-
-
-def _dtype_key(dtype: np.dtype) -> Any:
-    from ._arrays import dtype_key
-
-    return dtype_key(dtype)
 
 
 def same_bytes(holder: Any, data: Any) -> bool:
@@ -204,7 +200,7 @@ def same_bytes(holder: Any, data: Any) -> bool:
         return holder.tobytes() == data
     # A subclass through a plain view (a masked array compares and reshapes by its mask).
     a = holder if type(holder) is np.ndarray else np.ndarray.view(holder, np.ndarray)
-    if a.shape != data.shape or _dtype_key(a.dtype) != data.dtype:
+    if a.shape != data.shape or dtype_key(a.dtype) != data.dtype:
         return False
     if not a.flags.c_contiguous:
         return a.tobytes() == data.data
@@ -224,14 +220,21 @@ def _strong_or_self(x: Any) -> Any:
 def _weak_items(state: tuple) -> tuple:
     # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
     # a Python call per item would cost a second per million.
-    if not any(map(_referable, set(map(type, state)))):
+    # The types by their `id`s (a set of the types themselves would merge two that a metaclass
+    # calls equal), all in C.
+    types = dict(zip(map(id, map(type, state)), map(type, state)))
+    if not any(map(_referable, types.values())):
         return state
     return tuple(map(_weak, state))
 
 
+_REF = id(weakref.ref)
+_HELD = id(_Held)
+
+
 def _strong_items(state: tuple) -> tuple:
-    types = set(map(type, state))
-    if weakref.ref not in types and _Held not in types:
+    types = set(map(id, map(type, state)))
+    if _REF not in types and _HELD not in types:
         return state
     return tuple(map(_strong, state))
 
