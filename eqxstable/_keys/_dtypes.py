@@ -97,13 +97,13 @@ def describe(dt: np.dtype, other: Callable[[Any], Any]) -> tuple:
             if title and type(title[0]) is not str:
                 title = (other(title[0]),)
             described.append(
-                (name if type(name) is str else other(name), describe(field[0], other), field[1])
+                (name if type(name) is str else other(name), _part(field[0], other), field[1])
                 + title
             )
         parts.append(tuple(described))
     sub = dt.subdtype
     if sub is not None:
-        parts.append(("subarray", describe(sub[0], other), sub[1]))
+        parts.append(("subarray", _part(sub[0], other), sub[1]))
     meta = dt.metadata
     if meta is not None:
         parts.append(("metadata", tuple([(other(k), other(v)) for k, v in meta.items()])))
@@ -111,6 +111,12 @@ def describe(dt: np.dtype, other: Callable[[Any], Any]) -> tuple:
         # NumPy's own text for a plain dtype (no user object in it): a safety net, cached.
         parts.append(repr(dt))
     return tuple(parts)
+
+
+def _part(dt: np.dtype, other: Callable[[Any], Any]) -> tuple:
+    # A field's or a subarray's dtype: one that cannot change is described once (`dtype_key`;
+    # `other` is never called for it), for `repr` costs microseconds.
+    return dtype_key(dt) if fixed(dt) else describe(dt, other)
 
 
 def fixed(dt: np.dtype) -> bool:
