@@ -72,6 +72,9 @@ def describe(dt: np.dtype, other: Callable[[Any], Any]) -> tuple:
         na = (other(sdt.na_object),) if hasattr(sdt, "na_object") else ()
         return (t, sdt.coerce, na, dt.str, dt.itemsize, dt.alignment)
     scalar = dt.type
+    # Not `isbuiltin`: whether this is NumPy's shared instance (a dtype unpickled is another
+    # object), which nothing NumPy computes depends on; a user's legacy DType (`isbuiltin == 2`)
+    # has a scalar type of its own, which `other` keys.
     parts: list[Any] = [
         t,
         dt.str,
@@ -80,7 +83,6 @@ def describe(dt: np.dtype, other: Callable[[Any], Any]) -> tuple:
         dt.alignment,
         dt.flags,
         dt.isalignedstruct,
-        dt.isbuiltin,
         dt.kind,
         dt.char,
         dt.num,

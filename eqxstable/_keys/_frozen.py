@@ -82,6 +82,9 @@ def _nested_state(obj: Any) -> tuple:
     then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
     A dict's keys and values both; equal states are equal contents, item by item by `is`."""
     items = _items(obj)
+    # The types by their `id`s: a watch state computed on every hit, whose items come first
+    # (compared by `is`), so a metaclass's `==` merging two types here could not hide a change,
+    # but a set of the types themselves would run it.
     types = set(map(id, map(type, items)))
     # Most hold containers of one kind only (scanned in C): no loop in Python.
     inner = items if types <= _HELD else [x for x in items if id(type(x)) in _HELD]

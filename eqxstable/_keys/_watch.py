@@ -220,21 +220,16 @@ def _strong_or_self(x: Any) -> Any:
 def _weak_items(state: tuple) -> tuple:
     # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
     # a Python call per item would cost a second per million.
-    # The types by their `id`s (a set of the types themselves would merge two that a metaclass
-    # calls equal), all in C.
-    types = dict(zip(map(id, map(type, state)), map(type, state)))
-    if not any(map(_referable, types.values())):
+    # (A set of the types compares them with their metaclass's `==`, which may merge two: that
+    # only decides whether the state is held weakly or as it is, both compared by `is`.)
+    if not any(map(_referable, set(map(type, state)))):
         return state
     return tuple(map(_weak, state))
 
 
-_REF = id(weakref.ref)
-_HELD = id(_Held)
-
-
 def _strong_items(state: tuple) -> tuple:
-    types = set(map(id, map(type, state)))
-    if _REF not in types and _HELD not in types:
+    types = set(map(type, state))
+    if weakref.ref not in types and _Held not in types:
         return state
     return tuple(map(_strong, state))
 
