@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from eqxstable._keys import (
-    _arrays,
     _cells,
     _code,
     _context,
+    _dtypes,
     _imports,
     _memo,
     _origin,
@@ -45,8 +45,8 @@ def _forget_key_caches():
     _imports._imports.clear()
     _state._slot_names.clear()
     _origin._classes.clear()
-    _origin.library_file.cache_clear()
-    _arrays._dtype_key.cache_clear()
+    _origin.library_file.cache_clear()  # pyright: ignore[reportFunctionMemberAccess]
+    _dtypes._FIXED.clear()
     _values.field_names.cache_clear()  # pyright: ignore[reportFunctionMemberAccess]
     yield
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
-from eqxstable._keys._per_class import per_class, PerClass, ref
+from eqxstable._keys._per_class import per_class, PerClass
 
 
 def _classes() -> list[type]:
@@ -106,7 +106,7 @@ def test_per_class_table():
         pass
 
     table.put(C, 2)
-    assert (table.get(ref(int)), table.get(ref(C)), table.get(ref(float)), len(table)) == (
+    assert (table.get(id(int)), table.get(id(C)), table.get(id(float)), len(table)) == (
         1,
         2,
         None,

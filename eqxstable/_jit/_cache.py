@@ -17,6 +17,7 @@ import equinox as eqx
 
 from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
+from .._keys._per_class import type_ids
 from .._keys._structure import same_structure, Structure, walk
 from ._config import untraced
 from ._entry import Entry
@@ -256,7 +257,7 @@ def _compute_key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple
     keys, watches = [], []
     for x in statics:
         t = type(x)
-        if t in _EXACT:
+        if id(t) in _EXACT:
             # Immutable, and `==` is exact within the type: the value is the key, nothing to
             # watch (a call with thousands of fresh Python scalars pays no key context each).
             keys.append((t, x))
@@ -309,11 +310,12 @@ def _walked(treedef: Any) -> tuple:
 
 # Exact types whose `==` between two objects of that very type holds exactly for the same
 # value (`_keys/_scalars.py`); `bool` is its own type, so `1` and `True` differ.
-_EXACT = frozenset({int, str, bytes, bool, type(None)})
+# By identity (`type_ids`), as `_NO_IDENTITY`: a user's metaclass may call its class `int`.
+_EXACT = type_ids((int, str, bytes, bool, type(None)))
 _bits = struct.Struct("<d").pack
 
 # Values whose identity means nothing: Python may or may not make equal ones one object.
-_NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
+_NO_IDENTITY = type_ids((int, float, complex, str, bytes, bool, type(None), type(Ellipsis)))
 # Past this many objects the pattern is not worked out: the key then equals no other.
 _ALIAS_BUDGET = 10_000
 
@@ -333,7 +335,7 @@ def _aliases(statics: list, data: list) -> tuple:
     held = []  # The objects met, so that no `id` is reused while this runs.
     while pending:
         x = pending.pop()
-        if type(x) in _NO_IDENTITY:
+        if id(type(x)) in _NO_IDENTITY:
             continue
         place = len(held)
         if place >= _ALIAS_BUDGET:
@@ -342,7 +344,7 @@ def _aliases(statics: list, data: list) -> tuple:
         held.append(x)
         if seen != place:
             repeats.append((place, seen))
-        elif type(x) in (tuple, list):
+        elif type(x) is tuple or type(x) is list:
             pending.extend(reversed(x))
     return tuple(repeats)
 

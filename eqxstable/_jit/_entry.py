@@ -118,7 +118,7 @@ class Entry:
         # C-level pass over its items.
         self.data_items = (
             tuple(itertools.chain.from_iterable(data))
-            if all(type(d) in (tuple, list) for d in data)
+            if all(type(d) is tuple or type(d) is list for d in data)
             else None
         )
         self.check_data = needs_data_check(data)

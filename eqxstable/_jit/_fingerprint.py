@@ -36,6 +36,7 @@ import numpy as np
 
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
+from .._keys._per_class import PerClass, type_ids
 from ._config import compile_only, untraced
 
 
@@ -66,7 +67,8 @@ AVAILABLE = (
     and hasattr(_Traced, "jaxpr")
 )
 _ARRAYS = (jax.Array, np.ndarray)
-_VALUES = frozenset({int, str, bool, bytes, type(None)})
+# By identity (`type_ids`): a user's metaclass may call its class `int`.
+_VALUES = type_ids((int, str, bool, bytes, type(None)))
 _TreeDef = type(jax.tree_util.tree_structure(0))
 # Parameters that only transformations read (a `custom_jvp`'s or `custom_vjp`'s rules, made
 # afresh by every trace), never lowering: left out, so that `jax.nn.relu` does not keep two
@@ -109,18 +111,19 @@ def _jax_own(t: type) -> bool:
 
 # JAX's own types whose instances are no functions and hash (abstract values, shardings,
 # meshes, effects, primitives): their `==` is what JAX's caches rely on. Decided once a type.
-_JAX_VALUE_TYPES: dict[type, bool] = {}
+_JAX_VALUE_TYPES: PerClass[bool] = PerClass()
 
 
 def _jax_value_type(t: type, x: Any) -> bool:
-    known = _JAX_VALUE_TYPES.get(t)
+    known = _JAX_VALUE_TYPES.get(id(t))
     if known is None:
-        known = _JAX_VALUE_TYPES[t] = (
+        known = (
             _jax_own(t)
             and not callable(x)
             and not isinstance(x, jax.Array)
             and getattr(t, "__hash__", None) is not None
         )
+        _JAX_VALUE_TYPES.put(t, known)
     return known
 
 
@@ -132,7 +135,7 @@ def key_of(x: Any) -> Hashable:
     """A strict key of a value met in a jaxpr or an output tree: equal keys mean the same
     computation, never merely similar values."""
     t = type(x)
-    if t in _VALUES:
+    if id(t) in _VALUES:
         return (t, x)
     if _jax_value_type(t, x):
         try:

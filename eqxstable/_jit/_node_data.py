@@ -29,7 +29,7 @@ def same_node_data(new: list, old: tuple) -> bool:
         return False
     for a, b in zip(new, old):
         if a is not b and not (
-            type(a) in (tuple, list)
+            (type(a) is tuple or type(a) is list)
             and type(b) is type(a)
             and len(a) == len(b)
             and all(map(_is, a, b))

@@ -17,12 +17,14 @@ from typing import Any
 import equinox as eqx
 import jax.tree_util as jtu
 
+from .._keys._per_class import type_ids
 from ._accounting import current
 
 
 # Immutable builtin values: which object of a type-exact equal value is returned cannot matter
 # (Equinox's hits return the traced one), and skipping them keeps their outputs off this path.
-_VALUES = frozenset({int, float, complex, str, bytes, bool})
+# By identity (`type_ids`): a user's metaclass may call its class `int`.
+_VALUES = type_ids((int, float, complex, str, bytes, bool))
 
 # Where the current call's objects are read from: `(entry.template, the function's template)`,
 # set only while a `Lowered.compile()`'d program runs (`serving`); a wrapper's call is found
@@ -132,7 +134,7 @@ def _sources(leaves: list, mask: list, call_template: Any, fun_template: Any) ->
     """`(output leaf, 0 or 1, input leaf)` for each non-array output leaf that is one of the
     inputs' static leaves, by identity (the first place it is found, the call's first)."""
     candidates = [
-        i for i, (x, m) in enumerate(zip(leaves, mask)) if not m and type(x) not in _VALUES
+        i for i, (x, m) in enumerate(zip(leaves, mask)) if not m and id(type(x)) not in _VALUES
     ]
     if not candidates:
         return ()

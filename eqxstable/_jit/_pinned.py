@@ -31,6 +31,7 @@ import equinox as eqx
 from jax.extend import core as jcore
 
 from .._keys._origin import library_class
+from .._keys._per_class import type_ids
 from ._fingerprint import TRACE_ONLY
 from ._node_data import node_data, same_node_data
 
@@ -38,7 +39,10 @@ from ._node_data import node_data, same_node_data
 # Primitives whose `callback` parameter is called while the program runs.
 _CALLBACKS = frozenset({"pure_callback", "io_callback", "debug_callback"})
 # Values whose formatting at run time reads nothing that can change.
-_PLAIN = frozenset({str, int, float, bool, complex, bytes, type(None)})
+# By identity (`type_ids`): a user's metaclass may call its class `int` (or a node type `list`).
+_PLAIN = type_ids((str, int, float, bool, complex, bytes, type(None)))
+_NODES = type_ids((tuple, list, dict))
+_NODES_OR_NONE = type_ids((tuple, list, dict, type(None)))
 _TreeDef = type(__import__("jax").tree_util.tree_structure(0))
 
 
@@ -139,7 +143,7 @@ def _rebuilt_by_libraries(treedef: Any) -> bool:
     if node is None:
         return treedef.num_nodes == 1
     kind, data = node
-    if kind in (tuple, list, dict, type(None)):
+    if id(kind) in _NODES_OR_NONE:
         if data is not None and not _plain(tuple(data) if type(data) is list else data):
             return False
     elif not (
@@ -152,14 +156,16 @@ def _rebuilt_by_libraries(treedef: Any) -> bool:
 
 
 def _messages(value: Any) -> bool:
-    return type(value) in (list, tuple) and all(type(v) in (str, bytes) for v in value)
+    return (type(value) is list or type(value) is tuple) and all(
+        type(v) is str or type(v) is bytes for v in value
+    )
 
 
 def _plain(value: Any) -> bool:
     """Whether formatting `value` (or unflattening arrays into it) runs only JAX's and Python's
     own code over values that cannot change."""
     t = type(value)
-    if t in _PLAIN:
+    if id(t) in _PLAIN:
         return True
     if t is tuple or t is frozenset:
         return all(map(_plain, value))
@@ -173,7 +179,7 @@ def _plain_tree(treedef: Any) -> bool:
     if node is None:
         return treedef.num_nodes == 1  # A leaf, or `None`.
     kind, data = node
-    if kind not in (tuple, list, dict):
+    if id(kind) not in _NODES:
         return False
     if data is not None and not _plain(tuple(data) if type(data) is list else data):
         return False
@@ -182,7 +188,7 @@ def _plain_tree(treedef: Any) -> bool:
 
 def _holds_callable(value: Any) -> bool:
     t = type(value)
-    if t in _PLAIN or isinstance(value, (type, jcore.Jaxpr, jcore.ClosedJaxpr)):
+    if id(t) in _PLAIN or isinstance(value, (type, jcore.Jaxpr, jcore.ClosedJaxpr)):
         return False
     if not callable(value):
         # Through any tuple (a NamedTuple of parameters), list, set or dict.

@@ -20,6 +20,7 @@ import numpy as np
 from jax.core import Tracer
 
 from .._keys import compute_node_data, stable_key
+from .._keys._per_class import type_ids
 from .._module import Static, VIEW_BASES
 from ._config import NAMES, untraced
 from ._gc import collector_paused
@@ -148,7 +149,7 @@ def _node(x: Any, treedef: Any) -> Node:
 # Leaves JAX never flattens further, which are never arrays (`eqx.is_array` is false): a child of
 # one of these types is described in place, without a flatten of its own (a vocabulary of
 # 50,000 pairs is 100,000 of them). Not `None`: it is a node without children.
-_SCALAR_LEAVES = frozenset({int, float, complex, str, bytes, bool})
+_SCALAR_LEAVES = type_ids((int, float, complex, str, bytes, bool))
 # `keystr` of each index met so far (`[0]`, `[1]`, ...).
 _INDEX: list[str] = []
 
@@ -163,12 +164,12 @@ def _walk(x: Any, path: str, top: bool, leaves: list, nodes: list, objects: list
     """Describes `x`, found at `path` (`argument_path` of its key path), and what it holds, each
     node before its children. A child's path is its parent's followed by the keys that lead to it
     (`keystr` joins them), so each is rendered once, not once per level."""
-    if type(x) in _SEQUENCES and not top:
+    if id(type(x)) in _SEQUENCES and not top:
         # An exact tuple or list, whose flatten JAX fixes: its items, at `SequenceKey(i)`, and no
         # node data. Walked here without a flatten of one level and a call per item.
         nodes.append((path, Node(type(x), _no_data_key(), short_repr(None), None)))
         for i, child in enumerate(x):
-            if type(child) in _SCALAR_LEAVES:
+            if id(type(child)) in _SCALAR_LEAVES:
                 leaves.append((path + _index(i), _static_leaf(child)))
             else:
                 _walk(child, path + _index(i), False, leaves, nodes, objects)
@@ -189,14 +190,14 @@ def _walk(x: Any, path: str, top: bool, leaves: list, nodes: list, objects: list
     for child_keys, child in children:
         child_keys = tuple(child_keys)
         child_path = argument_path(child_keys) if top else path + jtu.keystr(child_keys)
-        if type(child) in _SCALAR_LEAVES:
+        if id(type(child)) in _SCALAR_LEAVES:
             # Never the same object as another static in a way a trace can tell (`_aliases`).
             leaves.append((child_path, _static_leaf(child)))
         else:
             _walk(child, child_path, False, leaves, nodes, objects)
 
 
-_SEQUENCES = frozenset({tuple, list})
+_SEQUENCES = type_ids((tuple, list))
 
 
 def _no_data_key() -> Any:
@@ -244,14 +245,14 @@ def config() -> tuple[tuple[str, Any], ...]:
 
 
 # Values whose identity means nothing (as in `_cache._aliases`).
-_NO_IDENTITY = frozenset({int, float, complex, str, bytes, bool, type(None), type(Ellipsis)})
+_NO_IDENTITY = type_ids((int, float, complex, str, bytes, bool, type(None), type(Ellipsis)))
 
 
 def _aliases(objects: list) -> tuple[tuple[str, str], ...]:
     first: dict[int, str] = {}
     found = []
     for path, x in objects:
-        if type(x) in _NO_IDENTITY:
+        if id(type(x)) in _NO_IDENTITY:
             continue
         earlier = first.setdefault(id(x), path)
         if earlier != path:

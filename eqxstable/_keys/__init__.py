@@ -10,6 +10,7 @@ from typing import Any
 from . import _memo, _rules
 from ._context import Ctx, key, TOO_MANY, top
 from ._memo import recall, remember
+from ._per_class import type_ids
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
@@ -18,13 +19,14 @@ from ._watch import merge, Watch
 # context and watch nothing, and no memo entry can hold one (no weak reference). Keyed by that
 # very handler without a context: a call with 100,000 static ints (a vocabulary of pairs, a pytree
 # of Python scalars) costs a dict lookup and a `Key` each, not a computation each.
-_ATOMS = frozenset({int, bool, str, bytes, float, complex, type(None), type(Ellipsis)})
+# By the types' identities (`type_ids`): a user's metaclass may call its class equal to `int`.
+_ATOMS = type_ids((int, bool, str, bytes, float, complex, type(None), type(Ellipsis)))
 _NO_WATCH = Watch()
 
 
 def compute(obj: Any) -> tuple[Key, Watch]:
     """The key of `obj` computed now, with the watch that says when it may have changed."""
-    if type(obj) in _ATOMS:
+    if id(type(obj)) in _ATOMS:
         return Key(key(obj, _ATOM_CTX, True), False), _NO_WATCH
     entry = recall(obj)
     if entry is not None:
@@ -57,7 +59,7 @@ def _holds_itself(parts: Any, obj: Any) -> bool:
 def compute_node_data(data: Any) -> tuple[Key, Watch]:
     """The key of pytree node data: the lists, dicts and sets in it are made afresh by each
     flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
-    if type(data) in _ATOMS:
+    if id(type(data)) in _ATOMS:
         # `None`, the node data of every tuple, list and `None` node.
         return Key(key(data, _ATOM_CTX, False), False), _NO_WATCH
     ctx = Ctx(by_value=True)
@@ -97,7 +99,7 @@ def stable_key(obj: Any) -> Key:
         assert es.stable_key(1) != es.stable_key(1.0)
         ```
     """
-    if type(obj) in _ATOMS:
+    if id(type(obj)) in _ATOMS:
         return Key(key(obj, _ATOM_CTX, True), False)
     entry = recall(obj)
     if entry is not None:

@@ -2,7 +2,6 @@
 one also by its identity and watched; an array of Python objects item by item; a subclass of
 `np.ndarray` as a `K-mutable` object."""
 
-import functools as ft
 import hashlib
 import weakref
 from typing import Any
@@ -10,23 +9,11 @@ from typing import Any
 import numpy as np
 
 from ._context import compound, Ctx, key
+from ._dtypes import dtype_key
 from ._mutable import _items
 from ._state import extra_attrs, object_state, slots_of, unreadable
 from ._types import Identity, MutableKey
 from ._watch import ArrayState, MISSING, same_bytes, size
-
-
-@ft.lru_cache(maxsize=1024)
-def _dtype_key(dtype: np.dtype) -> Any:
-    # The full description: `str` alone says `|V8` for every 8-byte structured dtype.
-    return (dtype.str, repr(dtype), dtype.isalignedstruct)
-
-
-def dtype_key(dtype: np.dtype) -> Any:
-    try:
-        return _dtype_key(dtype)
-    except TypeError:
-        return repr(dtype)
 
 
 def _c_base(t: type) -> type:

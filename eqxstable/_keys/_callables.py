@@ -17,6 +17,7 @@ from ._context import compound, Ctx, identity, key
 from ._library_mutable import container, opaque
 from ._mutable import mutable
 from ._origin import library_code_object, library_constant, pure_library
+from ._per_class import type_ids
 from ._state import (
     added_state,
     class_part,
@@ -167,13 +168,14 @@ def c_callable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return MutableKey(Identity(obj), (type(obj), tuple([key(r, ctx, False) for r in held])))
 
 
-_PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# By identity (`type_ids`): a user's metaclass may call its class equal to `int`.
+_PLAIN = type_ids((int, float, complex, str, bytes, bool, type(None)))
 
 
 def _library_held(x: Any, depth: int = 0) -> bool:
-    if type(x) in _PLAIN or library_code_object(x):
+    if id(type(x)) in _PLAIN or library_code_object(x):
         return True
-    if type(x) in (tuple, frozenset) and depth < 3:
+    if (type(x) is tuple or type(x) is frozenset) and depth < 3:
         return all(_library_held(y, depth + 1) for y in x)
     return False
 

@@ -13,7 +13,7 @@ from ._context import compound, Ctx, identity, key
 from ._origin import library_class
 from ._registries import virtual_bases
 from ._state import added_state, dict_state, hidden_state, IGNORED_ATTRS, unreadable
-from ._structure import _registered, _REGISTRY
+from ._structure import _registered, registry_entry
 from ._types import Equal, Namespace
 from ._watch import size
 
@@ -109,7 +109,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     # for every module keyed.
     node = (
         ()
-        if issubclass(cls, eqx.Module)
+        if _IS_SUBTYPE(eqx.Module, cls)
         else tuple(_registered_key(f, ctx) for f in _registered(cls))
     )
     # The `abc` classes naming it (or a class of its MRO) as a virtual subclass: a library's
@@ -128,6 +128,9 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     )
 
 
+# Whether a class has another in its MRO, by identity: `issubclass` asks `abc`, whose caches hash
+# the class with its metaclass's `__hash__` (and compare with its `==`).
+_IS_SUBTYPE = type.__subclasscheck__
 _ABC_MADE = frozenset({"_abc_impl"})
 _NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
 
@@ -290,7 +293,7 @@ def _class_state(c: type) -> tuple:
     # Its bases, names and metaclass can be assigned too (`C.__bases__ = (D,)` changes the MRO).
     # JAX's registry entry for it too (`_registered`).
     d = c.__dict__
-    node = _REGISTRY.get(c)
+    node = registry_entry(c)
     if "_abc_impl" in d:
         # `abc`'s cache token, moved by every `register` (`_abc_registry`).
         token = size(abc.get_cache_token())  # pyright: ignore (an `int`)

@@ -37,7 +37,7 @@ from ._numbering import (
     TooMany,
     Walk,
 )
-from ._per_class import PerClass, ref
+from ._per_class import PerClass, type_ids
 from ._types import Identity
 from ._watch import Watch
 
@@ -111,9 +111,10 @@ class Ctx:
 
 
 Handler = Callable[[Any, Ctx, bool], Any]
-# Static types (builtins, C types) by a plain `dict` (the fastest lookup); a class Python code
-# made (a heap type), weakly: it must be freed once the program drops it (`_per_class.py`).
-HANDLERS: dict[type, Handler] = {}
+# Both by the class's identity, never its metaclass's `==` (`_per_class.py`). Static types
+# (builtins, C types), which are never freed, by a plain `dict`; a class Python code made (a heap
+# type), weakly: it must be freed once the program drops it.
+HANDLERS: dict[int, Handler] = {}
 _CLASS_HANDLERS: PerClass[Handler] = PerClass()
 _HEAPTYPE = 1 << 9
 # `type.__flags__` itself: a metaclass can shadow `cls.__flags__` with an attribute of its own.
@@ -124,9 +125,10 @@ def key(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """The key parts of `obj`. `content_ok`: whether a NumPy array met here may be keyed by its
     contents alone (only through containers that `intern` rebuilds with read-only copies)."""
     t = type(obj)
-    handler = HANDLERS.get(t)
+    i = id(t)
+    handler = HANDLERS.get(i)
     if handler is None:
-        handler = _CLASS_HANDLERS.get(ref(t)) or _handler(t)
+        handler = _CLASS_HANDLERS.get(i) or _handler(t)
     return handler(obj, ctx, content_ok)
 
 
@@ -135,7 +137,7 @@ def _handler(t: type) -> Handler:
     if _flags(t) & _HEAPTYPE:
         _CLASS_HANDLERS.put(t, handler)
     else:
-        HANDLERS[t] = handler
+        HANDLERS[id(t)] = handler
     return handler
 
 
@@ -261,10 +263,10 @@ def past_budget(items: Any, ctx: Ctx) -> bool:
     left = MAX_OBJECTS - ctx.stack.walked
     if len(items) <= left or not _CONTAINERS.intersection(map(type, items)):
         return False
-    return len({id(x) for x in items if type(x) in _CONTAINERS}) > left
+    return len({id(x) for x in items if id(type(x)) in _CONTAINERS}) > left
 
 
-_CONTAINERS = frozenset({tuple, frozenset, list, dict, set})
+_CONTAINERS = type_ids((tuple, frozenset, list, dict, set))
 
 
 def _rules_resolve(t: type) -> Handler:
@@ -304,7 +306,7 @@ def compound(fn: Handler) -> Handler:
         if here >= MAX_DEPTH:
             return cut(obj, ctx, content_ok, slot) if linear else too_deep(obj, ctx)
         frozen = walk.frozen
-        if frozen and i in frozen and type(obj) in _HELD:
+        if frozen and i in frozen and id(type(obj)) in _HELD:
             return held_items(obj, ctx)
         walk.walked += 1
         if walk.walked > MAX_OBJECTS:

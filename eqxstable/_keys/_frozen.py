@@ -8,17 +8,20 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
+from ._per_class import type_ids
 from ._watch import size
 
 
 # What `frozen_scalars` accepts: immutable values with nothing inside, and the exact immutable
-# containers of them (no subclass: it could hold attributes).
-_ATOMS = frozenset({int, str, bytes, bool, float, complex, type(None)})
-_FROZEN = (tuple, frozenset)
-_FROZEN_TYPES = frozenset(_FROZEN)
-_ALLOWED = _ATOMS | _FROZEN_TYPES
+# containers of them (no subclass: it could hold attributes). All by the types' identities
+# (`type_ids`), as are the type scans below: a user's metaclass may call its class equal to one.
+_ATOMS = type_ids((int, str, bytes, bool, float, complex, type(None)))
+_FROZEN = type_ids((tuple, frozenset))
 # The containers that can change in place which `held_items` keys past the budget.
-_HELD = frozenset({list, dict, set})
+_HELD = type_ids((list, dict, set))
+_DICT = id(dict)
+_DICTS = frozenset({_DICT})
+_ATOMS_OR_FROZEN = _ATOMS | _FROZEN
 
 
 def frozen_scalars(obj: Any) -> bool:
@@ -27,17 +30,17 @@ def frozen_scalars(obj: Any) -> bool:
     its identity is a sound key. Linear in the distinct containers, one level at a time: the
     types of a whole level's items are scanned in C (a million pairs in a fraction of a second,
     not a Python loop per pair), without recursion."""
-    if type(obj) not in _FROZEN:
+    if id(type(obj)) not in _FROZEN:
         return False
     seen = {id(obj)}
     level = [obj]
     while level:
-        types = set(map(type, chain.from_iterable(level)))
-        if not types <= _ALLOWED:
+        types = set(map(id, map(type, chain.from_iterable(level))))
+        if not types <= _ATOMS_OR_FROZEN:
             return False
-        if tuple not in types and frozenset not in types:
+        if types.isdisjoint(_FROZEN):
             return True
-        inner = {id(y): y for y in chain.from_iterable(level) if type(y) in _FROZEN_TYPES}
+        inner = {id(y): y for y in chain.from_iterable(level) if id(type(y)) in _FROZEN}
         level = [y for i, y in inner.items() if i not in seen]
         seen.update(inner)
     return True
@@ -52,7 +55,7 @@ def _items(obj: Any) -> tuple:
 def frozen_items(obj: Any) -> bool:
     """Whether `obj` is an exact `list`, `dict` or `set` whose items (a dict's keys and values)
     are all what `frozen_scalars` accepts: past the budget it is keyed by `held_items`."""
-    return type(obj) in _HELD and frozen_scalars(_items(obj))
+    return id(type(obj)) in _HELD and frozen_scalars(_items(obj))
 
 
 def _items_state(obj: Any) -> tuple:
@@ -65,10 +68,10 @@ def frozen_nested(obj: Any) -> bool:
     """Whether `obj` is an exact `list`, `dict` or `set` whose items are what `frozen_scalars`
     accepts or containers that `frozen_items` accepts (a vocabulary of 60,000 small dicts, a
     list of small lists): past the budget it is keyed by `held_items` one level further down."""
-    if type(obj) not in _HELD:
+    if id(type(obj)) not in _HELD:
         return False
     for x in _items(obj):
-        t = type(x)
+        t = id(type(x))
         if t in _ATOMS or (t in _FROZEN and frozen_scalars(x)) or frozen_items(x):
             continue
         return False
@@ -80,14 +83,17 @@ def _nested_state(obj: Any) -> tuple:
     then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
     A dict's keys and values both; equal states are equal contents, item by item by `is`."""
     items = _items(obj)
-    types = set(map(type, items))
+    # The types by their `id`s: a watch state computed on every hit, whose items come first
+    # (compared by `is`), so a metaclass's `==` merging two types here could not hide a change,
+    # but a set of the types themselves would run it.
+    types = set(map(id, map(type, items)))
     # Most hold containers of one kind only (scanned in C): no loop in Python.
-    inner = items if types <= _HELD else [x for x in items if type(x) in _HELD]
+    inner = items if types <= _HELD else [x for x in items if id(type(x)) in _HELD]
     dicts: Any = (
         ()
-        if dict not in types
+        if _DICT not in types
         else inner
-        if types == {dict}
+        if types == _DICTS
         else [x for x in inner if type(x) is dict]
     )
     lengths = list(map(len, inner))

@@ -127,7 +127,7 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # `K-cell`: an empty cell that can never be filled holds no state.
             out.append(_EMPTY if empty[i] else (_EMPTY, identity(cell, ctx)))
             continue
-        if counters and counters[i] and type(contents) in (int, float):
+        if counters and counters[i] and (type(contents) is int or type(contents) is float):
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
             out.append((_COUNTER, identity(cell, ctx)))
             continue

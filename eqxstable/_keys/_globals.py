@@ -13,10 +13,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._arrays import dtype_key
 from ._callables import library_object
 from ._code import Reads
 from ._context import Ctx, key, too_deep
+from ._dtypes import dtype_key
 from ._imports import Binding
 from ._library_mutable import shallow
 from ._modules import module_class, served_by_class
@@ -27,6 +27,7 @@ from ._origin import (
     library_module,
     pure_library,
 )
+from ._per_class import type_ids
 from ._state import impure_library, slots_of
 from ._types import Namespace
 from ._watch import MISSING, size
@@ -92,7 +93,8 @@ def _library_state(v: Any) -> bool:
 
 
 # Values a library data object's attribute may be for the object to be keyed one level deep.
-_PLAIN = frozenset({int, float, complex, str, bytes, bool, type(None)})
+# By identity (`type_ids`): a user's metaclass may call its class equal to `int`.
+_PLAIN = type_ids((int, float, complex, str, bytes, bool, type(None)))
 # What a library class may hold in its own dict without holding data: its code.
 _CLASS_CODE = (
     property,
@@ -112,14 +114,14 @@ def _flat_library_data(v: Any) -> bool:
     attribute such as `logging.Logger.manager` is state that `v.manager` reads)."""
     names = [*(getattr(v, "__dict__", None) or {}), *slots_of(type(v))]
     for name in names:
-        if type(getattr(v, name, None)) not in _PLAIN:
+        if id(type(getattr(v, name, None))) not in _PLAIN:
             return False
     for klass in type(v).__mro__[:-1]:
         for name, value in vars(klass).items():
             if name.startswith("__") and name.endswith("__"):
                 continue  # The class's own machinery (`__doc__`, `__slots__`, `__dict__`).
             if not (
-                type(value) in _PLAIN
+                id(type(value)) in _PLAIN
                 or isinstance(value, _CLASS_CODE)
                 or library_code_object(value)
             ):

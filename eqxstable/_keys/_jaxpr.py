@@ -41,6 +41,8 @@ import jax
 import numpy as np
 from jax.extend import core as jcore
 
+from ._per_class import PerClass, type_ids
+
 
 JAXPR = _JAXPR = jcore.Jaxpr
 CLOSED_JAXPR = _CLOSED = jcore.ClosedJaxpr
@@ -178,17 +180,18 @@ def _context(context: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
 
 _UNSET = object()
 # The slots of each class (all of its MRO's but `__weakref__`), found once per class.
-_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
+_SLOT_NAMES: PerClass[tuple[str, ...]] = PerClass()
 
 
 def _slot_names(t: type) -> tuple[str, ...]:
-    names = _SLOT_NAMES.get(t)
+    names = _SLOT_NAMES.get(id(t))
     if names is None:
         found = []
         for c in t.__mro__:
             slots = c.__dict__.get("__slots__", ())
             found += [slots] if isinstance(slots, str) else list(slots)
-        names = _SLOT_NAMES[t] = tuple(name for name in found if name != "__weakref__")
+        names = tuple(name for name in found if name != "__weakref__")
+        _SLOT_NAMES.put(t, names)
     return names
 
 
@@ -278,11 +281,12 @@ def _dtype_names(dtype: np.dtype) -> tuple[str, str]:
 try:  # JAX >= 0.8 (measured on 0.10): a Python scalar in a jaxpr carries its dtype.
     from jax._src.literals import typed_scalar_types as _typed
 
-    _TYPED_SCALARS: frozenset[type] = frozenset(_typed)
+    _TYPED_SCALARS: frozenset[int] = type_ids(_typed)
 except ImportError:  # JAX 0.5.3 (the floor) puts plain `int`/`float`/`complex` in literals.
     _TYPED_SCALARS = frozenset()
-# Python's own scalars, keyed exactly here whatever the caller's `key_of` does with them.
-_PLAIN_SCALARS = frozenset((bool, int, float, complex))
+# Python's own scalars, keyed exactly here whatever the caller's `key_of` does with them. By
+# identity (`type_ids`), as the sets above and below: a metaclass may call its class `int`.
+_PLAIN_SCALARS = type_ids((bool, int, float, complex))
 
 
 def _scalar(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
@@ -294,9 +298,9 @@ def _scalar(value: Any, key_of: Callable[[Any], Hashable]) -> Hashable:
     `1 / 0.0` was traced. Another subclass of a number (state this does not know of) makes the
     jaxpr unkeyable."""
     t = type(value)
-    if t in _PLAIN_SCALARS:
+    if id(t) in _PLAIN_SCALARS:
         dtype: Hashable = None
-    elif t in _TYPED_SCALARS:
+    elif id(t) in _TYPED_SCALARS:
         # `aval` is derived from `dtype` (always weakly typed); `dtype` is keyed as what it is.
         dtype = key_of(value.dtype)
     elif isinstance(value, (np.generic, enum.Enum)):
@@ -359,9 +363,9 @@ try:  # JAX >= 0.8 wraps a literal's NumPy value in its own subclass (no state o
     # the abstract value, keyed beside it).
     from jax._src.literals import TypedNdArray as _TypedNdArray
 
-    _PLAIN_ARRAYS: frozenset[type] = frozenset((np.ndarray, _TypedNdArray))
+    _PLAIN_ARRAYS: frozenset[int] = type_ids((np.ndarray, _TypedNdArray))
 except ImportError:  # JAX 0.5.3 (the floor) holds plain NumPy arrays.
-    _PLAIN_ARRAYS = frozenset((np.ndarray,))
+    _PLAIN_ARRAYS = type_ids((np.ndarray,))
 
 
 def may_change(value: Any) -> bool:
@@ -380,7 +384,7 @@ def may_change(value: Any) -> bool:
     if isinstance(value, np.generic):
         # A NumPy scalar is immutable, but for a structured one (`np.void`), a view of a record.
         return isinstance(value, np.void)
-    if type(value) not in _PLAIN_ARRAYS:
+    if id(type(value)) not in _PLAIN_ARRAYS:
         return True
     a: Any = value
     while isinstance(a, np.ndarray):

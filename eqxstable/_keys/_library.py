@@ -12,8 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import dtype_key
+from . import _dtypes
 from ._context import compound, Ctx, key
+from ._dtypes import dtype_key
+from ._per_class import type_ids
+from ._state import unreadable
 from ._types import Equal, Namespace
 from ._watch import size
 
@@ -135,21 +138,23 @@ def parameter(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return (type(obj), tuple([key(x, ctx, False) for x in parts]))
 
 
-def _names(dt: np.dtype) -> tuple:
-    return (dt.names,)
-
-
 @compound
 def dtype_(obj: np.dtype, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-dtype`: the full description. A structured dtype's `names` can be assigned in place,
-    and metadata can hold anything: such a dtype is watched and never substituted."""
-    parts: Any = (np.dtype, dtype_key(obj))
-    if obj.names is not None or obj.metadata:
-        ctx.own_eq = True
-        ctx.states.append((obj, _names, _names(obj)))
-        meta = obj.metadata or {}
-        parts = (*parts, tuple([(k, key(v, ctx, False)) for k, v in meta.items()]))
-    return parts
+    """`K-dtype`: everything code can read of it (`_dtypes.describe`), never its `==` (which
+    calls a packed and an aligned struct equal); what is not NumPy's own (metadata, titles,
+    `na_object`) keyed as what it is. A structured dtype's `names`, and those of the structured
+    dtypes inside it, can be assigned in place: watched; such a dtype, or one holding objects
+    (metadata), is never substituted."""
+    if _dtypes.fixed(obj):
+        return (np.dtype, dtype_key(obj))
+    try:
+        described = _dtypes.describe(obj, lambda x: key(x, ctx, False))
+    except _dtypes.Unknown:
+        # A dtype class NumPy does not make itself (a user's DType): nothing can be read of it.
+        return unreadable(obj, ctx)
+    ctx.own_eq = True
+    ctx.states.append((obj, _dtypes.all_names, _dtypes.all_names(obj)))
+    return (np.dtype, described)
 
 
 def _jax_values() -> tuple[type, ...]:
@@ -168,6 +173,7 @@ def _jax_values() -> tuple[type, ...]:
 # JAX's immutable descriptions of arrays (what a closure-converted jaxpr or `eval_shape` holds):
 # JAX itself keys its caches by their `==`, which is exact and covers their whole state.
 JAX_VALUES = _jax_values()
+JAX_VALUE_IDS = type_ids(JAX_VALUES)
 
 
 def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -187,6 +193,7 @@ def _key_path_entries() -> dict[type, str]:
 # `==` compares that field with Python's `==`, so `DictKey(1)`, `DictKey(True)` and
 # `DictKey(1.0)` are equal: they are keyed by their exact type and the field keyed as what it is.
 KEY_PATH_ENTRIES = _key_path_entries()
+KEY_PATH_ENTRY_IDS = type_ids(KEY_PATH_ENTRIES)
 
 
 @compound

@@ -12,9 +12,10 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._arrays import dtype_key
 from ._context import compound, Ctx, key, too_deep
+from ._dtypes import dtype_key
 from ._mutable import mutable
+from ._per_class import type_ids
 from ._state import (
     added_state,
     class_part,
@@ -198,7 +199,8 @@ def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return unreadable(obj, ctx)
 
 
-_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+# By identity (`type_ids`): a user's metaclass may call its class equal to `int`.
+_PLAIN = type_ids((int, float, complex, str, bytes, bool, type(None)))
 
 
 def shallow(obj: Any, ctx: Ctx) -> Any:
@@ -212,5 +214,5 @@ def shallow(obj: Any, ctx: Ctx) -> Any:
     parts = []
     for name in names:
         v = getattr(obj, name, MISSING)
-        parts.append((name, key(v, ctx, False) if type(v) in _PLAIN else Identity(v)))
+        parts.append((name, key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)))
     return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(parts)))

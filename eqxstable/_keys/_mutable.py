@@ -7,7 +7,7 @@ from typing import Any
 
 from ._context import big_container, compound, Ctx, key
 from ._origin import library_class
-from ._per_class import per_class
+from ._per_class import per_class, type_ids
 from ._scalars import scalar_run
 from ._state import (
     added_state,
@@ -26,7 +26,7 @@ from ._watch import MISSING
 
 def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """An object that can change in place: this very object, and what it holds now (watched)."""
-    if ctx.by_value and type(obj) in (list, dict, set):
+    if ctx.by_value and id(type(obj)) in _LIST_DICT_SET:
         return _container_contents(obj, ctx)
     if ctx.by_value and _fields_eq(type(obj)):
         # Node data (a custom node's aux data) that is a dataclass with the generated `==`: JAX
@@ -34,7 +34,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # make a new one), and the object held is watched like any other.
         ctx.states.append((obj, object_state, object_state(obj)))
         return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
-    if type(obj) in _BASES and type(obj) is not bytearray and len(obj) > _FEW:
+    if id(type(obj)) in _BASES and type(obj) is not bytearray and len(obj) > _FEW:
         # An exact list, dict or set too big to walk, or keyed so before and unchanged.
         held = big_container(obj, ctx)
         if held is not None:
@@ -55,7 +55,7 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
         return MutableKey(Identity(obj), (type(obj), contents))
     t = type(obj)
-    if t not in _BASES:
+    if id(t) not in _BASES:
         # A subclass: its methods run in the trace, it may hold attributes and slots, and a
         # library's may hold C fields (`defaultdict.default_factory`), all keyed and watched.
         fields = c_fields(t)
@@ -66,7 +66,9 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return MutableKey(Identity(obj), (t, contents))
 
 
-_BASES = frozenset({list, dict, set, bytearray})
+# By identity (`type_ids`): a user's metaclass may call its class equal to `list`.
+_BASES = type_ids((list, dict, set, bytearray))
+_LIST_DICT_SET = type_ids((list, dict, set))
 # Shorter containers are walked: neither the budget nor the memo of `big_container` concerns them.
 _FEW = 256
 
@@ -78,9 +80,9 @@ def c_fields(t: type) -> tuple[str, ...]:
     return tuple(
         name
         for c in t.__mro__
-        if c not in _BASES and c is not object and library_class(c)
+        if id(c) not in _BASES and c is not object and library_class(c)
         for name, d in vars(c).items()
-        if type(d) in (types.MemberDescriptorType, types.GetSetDescriptorType)
+        if (type(d) is types.MemberDescriptorType or type(d) is types.GetSetDescriptorType)
         and name not in ("__dict__", "__weakref__")
     )
 

@@ -15,7 +15,7 @@ import types
 from collections.abc import Iterable, Sized
 from typing import Any
 
-from ._per_class import per_class, PerClass, ref
+from ._per_class import per_class, PerClass
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -39,11 +39,17 @@ _ROOTS = _library_roots()
 _OWN_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
 
 
-@ft.lru_cache(maxsize=4096)
 def library_file(filename: str) -> bool:
     """Whether code compiled from `filename` belongs to an installed package or the standard
     library. `<frozen ...>` is the standard library; other `<...>` names (`<string>`, `<stdin>`,
-    notebook cells) are the user's."""
+    notebook cells) are the user's, as is a name that is not exactly a `str`: a code object's
+    `co_filename` may be a subclass whose `==` calls it a library's path, and the cache looks
+    names up by `==`."""
+    return type(filename) is str and _library_file(filename)
+
+
+@ft.lru_cache(maxsize=4096)
+def _library_file(filename: str) -> bool:
     if filename.startswith("<"):
         return filename.startswith("<frozen ")
     return os.path.realpath(filename).startswith(_ROOTS)
@@ -81,7 +87,8 @@ def library_module(module: types.ModuleType) -> bool:
     """Whether a module is a constant: built into the interpreter, or loaded from a library file.
     A module without a file that is not built in (made with `types.ModuleType`) is the user's."""
     name = getattr(module, "__name__", None)
-    if name in sys.builtin_module_names:
+    # Exactly a `str`: a subclass's `==` could call itself any builtin module's name.
+    if type(name) is str and name in sys.builtin_module_names:
         return True
     filename = getattr(module, "__file__", None)
     if isinstance(filename, str):
@@ -107,7 +114,7 @@ def library_class(cls: type) -> bool:
     once the module the class names has finished importing (a library's class keyed while its
     package is still being imported, by a decorator that jits at import time, is not yet held
     by the package under its name)."""
-    known = _classes.get(ref(cls))
+    known = _classes.get(id(cls))
     if known is None:
         known = _library_class(cls)
         if known or not _importing(getattr(cls, "__module__", None)):
@@ -304,9 +311,15 @@ _IMPURE = frozenset(
 )
 
 
-@ft.lru_cache(maxsize=8192)
 def _pure_name(module: Any, name: Any) -> bool:
-    if not isinstance(module, str) or not module:
+    # Exactly `str`s: the cache, and the tables, look names up by `==`, which a subclass may
+    # define to call itself a pure module's name (and `1`, `1.0` and `True` are one key there).
+    return type(module) is str and type(name) is str and _pure_str(module, name)
+
+
+@ft.lru_cache(maxsize=8192)
+def _pure_str(module: str, name: str) -> bool:
+    if not module:
         return False
     parts = module.split(".")
     prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -401,3 +414,6 @@ def _class_definer(cls: type) -> tuple[Any, Any]:
         if isinstance(f, types.FunctionType) and f.__qualname__.startswith(prefix):
             return f.__globals__.get("__name__"), cls.__qualname__
     return cls.__module__, cls.__qualname__
+
+
+library_file.cache_clear = _library_file.cache_clear  # pyright: ignore[reportFunctionMemberAccess]

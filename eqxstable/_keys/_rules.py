@@ -47,6 +47,7 @@ from . import (
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
+from ._per_class import TypeTable
 from ._state import unreadable
 from ._types import Identity, MutableKey
 from ._watch import ArrayState
@@ -141,78 +142,81 @@ def _class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
 
 # Exact types. A subclass of one of these is not on the allowlist by that row: it may add state or
 # behaviour of its own (it falls to the rows below, by what it is).
-_EXACT: dict[type, Handler] = {
-    # K-value
-    int: v.value,
-    bool: v.value,
-    str: v.value,
-    bytes: v.value,
-    type(None): v.value,
-    type(Ellipsis): v.value,
-    type(NotImplemented): v.value,
-    # K-float
-    float: v.float_,
-    complex: v.complex_,
-    # K-range
-    range: v.range_,
-    slice: v.slice_,
-    # K-tuple
-    tuple: v.tuple_,
-    frozenset: v.frozenset_,
-    # K-value: code objects compare by value (bytecode, names, constants)
-    types.CodeType: _code,
-    # K-function, K-library-code, K-method, K-jit
-    types.FunctionType: fn.function,
-    types.MethodType: c.method,
-    types.BuiltinFunctionType: c.builtin,
-    c.PjitFunction: c.pjit,
-    # K-user-module, K-library-code
-    types.ModuleType: mod.module,
-    # K-treedef, K-jaxpr
-    jax.tree_util.PyTreeDef: _treedef,
-    JAXPR: _jaxpr,
-    CLOSED_JAXPR: _jaxpr,
-    # K-array-top, K-array-reached
-    np.ndarray: arr.ndarray,
-    # K-mutable (`sys.modules`: K-impure-library)
-    list: mut.mutable,
-    dict: lmut.dict_,
-    set: mut.mutable,
-    bytearray: mut.mutable,
-    # K-mapping-proxy
-    types.MappingProxyType: mut.mapping_proxy,
-    # K-library-code: a slot's or a C attribute's descriptor is part of its class
-    types.MemberDescriptorType: v.constant,
-    types.GetSetDescriptorType: v.constant,
-    # K-descriptor
-    property: cl.descriptor,
-    classmethod: cl.descriptor,
-    staticmethod: cl.descriptor,
-    # K-decimal, K-fraction, K-datetime, K-path, K-pattern, K-uuid, K-signature
-    decimal.Decimal: lib.decimal_,
-    fractions.Fraction: lib.fraction,
-    datetime.datetime: lib.datetime_,
-    datetime.date: lib.date_,
-    datetime.time: lib.time_,
-    datetime.timedelta: lib.timedelta_,
-    datetime.timezone: lib.timezone_,
-    zoneinfo.ZoneInfo: lib.zoneinfo_,
-    pathlib.PurePosixPath: lib.path,
-    pathlib.PureWindowsPath: lib.path,
-    pathlib.PosixPath: lib.path,
-    pathlib.WindowsPath: lib.path,
-    re.Pattern: lib.pattern,
-    uuid.UUID: lib.uuid_,
-    inspect.Signature: lib.signature,
-    inspect.Parameter: lib.parameter,
-    # K-buffer
-    memoryview: lmut.memoryview_,
-    array.array: lmut.array_,
-    mmap.mmap: lmut.mmap_,
-    # K-weakref
-    weakref.ProxyType: lmut.weak_proxy,
-    weakref.CallableProxyType: lmut.weak_proxy,
-}
+# By identity (`TypeTable`): a user's metaclass may call its class equal to `int`.
+_EXACT: TypeTable[Handler] = TypeTable(
+    {
+        # K-value
+        int: v.value,
+        bool: v.value,
+        str: v.value,
+        bytes: v.value,
+        type(None): v.value,
+        type(Ellipsis): v.value,
+        type(NotImplemented): v.value,
+        # K-float
+        float: v.float_,
+        complex: v.complex_,
+        # K-range
+        range: v.range_,
+        slice: v.slice_,
+        # K-tuple
+        tuple: v.tuple_,
+        frozenset: v.frozenset_,
+        # K-value: code objects compare by value (bytecode, names, constants)
+        types.CodeType: _code,
+        # K-function, K-library-code, K-method, K-jit
+        types.FunctionType: fn.function,
+        types.MethodType: c.method,
+        types.BuiltinFunctionType: c.builtin,
+        c.PjitFunction: c.pjit,
+        # K-user-module, K-library-code
+        types.ModuleType: mod.module,
+        # K-treedef, K-jaxpr
+        jax.tree_util.PyTreeDef: _treedef,
+        JAXPR: _jaxpr,
+        CLOSED_JAXPR: _jaxpr,
+        # K-array-top, K-array-reached
+        np.ndarray: arr.ndarray,
+        # K-mutable (`sys.modules`: K-impure-library)
+        list: mut.mutable,
+        dict: lmut.dict_,
+        set: mut.mutable,
+        bytearray: mut.mutable,
+        # K-mapping-proxy
+        types.MappingProxyType: mut.mapping_proxy,
+        # K-library-code: a slot's or a C attribute's descriptor is part of its class
+        types.MemberDescriptorType: v.constant,
+        types.GetSetDescriptorType: v.constant,
+        # K-descriptor
+        property: cl.descriptor,
+        classmethod: cl.descriptor,
+        staticmethod: cl.descriptor,
+        # K-decimal, K-fraction, K-datetime, K-path, K-pattern, K-uuid, K-signature
+        decimal.Decimal: lib.decimal_,
+        fractions.Fraction: lib.fraction,
+        datetime.datetime: lib.datetime_,
+        datetime.date: lib.date_,
+        datetime.time: lib.time_,
+        datetime.timedelta: lib.timedelta_,
+        datetime.timezone: lib.timezone_,
+        zoneinfo.ZoneInfo: lib.zoneinfo_,
+        pathlib.PurePosixPath: lib.path,
+        pathlib.PureWindowsPath: lib.path,
+        pathlib.PosixPath: lib.path,
+        pathlib.WindowsPath: lib.path,
+        re.Pattern: lib.pattern,
+        uuid.UUID: lib.uuid_,
+        inspect.Signature: lib.signature,
+        inspect.Parameter: lib.parameter,
+        # K-buffer
+        memoryview: lmut.memoryview_,
+        array.array: lmut.array_,
+        mmap.mmap: lmut.mmap_,
+        # K-weakref
+        weakref.ProxyType: lmut.weak_proxy,
+        weakref.CallableProxyType: lmut.weak_proxy,
+    }
+)
 
 if LEGACY_MODULE_AUX is not None:
     # Equinox < 0.13.3: a module's node data is a `_FlattenedData` (a dataclass, not frozen, so
@@ -265,8 +269,9 @@ def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
-    if t in _EXACT:
-        return _EXACT[t]
+    exact = _EXACT.get(id(t))
+    if exact is not None:
+        return exact
     if t is clo.closure_function_class():
         # K-closure-function: looked up here, as Equinox's module may be imported after this one
         # (and where Equinox moved the class, it has no row of its own: K-own-eq).
@@ -305,9 +310,9 @@ def resolve(t: type) -> Handler:
         return v.frozenset_  # K-tuple
     if issubclass(t, (list, dict, set, bytearray)):
         return mut.mutable  # K-mutable
-    if t in lib.JAX_VALUES:
+    if id(t) in lib.JAX_VALUE_IDS:
         return lib.jax_value  # K-jax-value
-    if t in lib.KEY_PATH_ENTRIES:
+    if id(t) in lib.KEY_PATH_ENTRY_IDS:
         return lib.key_path_entry  # K-key-path
     eq = _defines_eq(t)
     if (

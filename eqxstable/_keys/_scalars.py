@@ -14,13 +14,19 @@ takes the slow path, item by item.
 """
 
 from array import array
+from itertools import repeat
+from operator import is_
 from typing import Any
+
+from ._per_class import type_ids
 
 
 # Exact types whose `==` between two objects of that very type holds exactly when they are the
 # same value: `int` (not `bool`: a run of `bool`s is its own type here), `str`, `bytes`, `bool`
 # and `None`. A subclass could define any `==`: never here.
-_EXACT_EQ = frozenset({int, str, bytes, bool, type(None)})
+# By identity (`type_ids`): a user's metaclass may call its class equal to `int`.
+_EXACT_EQ = type_ids((int, str, bytes, bool, type(None)))
+_FLOAT = id(float)
 # Shorter containers take the slow path: it costs little there, and the type scan would not pay.
 MIN_ITEMS = 8
 # Whether the fast path is taken at all (the property tests compare it with the slow path).
@@ -42,14 +48,18 @@ def scalar_run(items: Any) -> Any:
     """
     if not ENABLED or len(items) < MIN_ITEMS:
         return None
-    # `set(map(type, ...))` runs in C: the scan costs a few nanoseconds an item.
-    types = set(map(type, items))
-    if len(types) != 1:
+    t = type(next(iter(items)))
+    i = id(t)
+    if i not in _EXACT_EQ and i != _FLOAT:
         return None
-    (t,) = types
-    if t in _EXACT_EQ:
+    # Every item's type is `t` itself, compared by `is` in C (a few nanoseconds an item, and it
+    # stops at the first other type): a set of the types would hash and compare them with their
+    # metaclass's `__hash__`/`__eq__`, which may call a user's class `int`.
+    if not all(map(is_, map(type, items), repeat(t))):
+        return None
+    if i in _EXACT_EQ:
         return ("scalars", t, tuple(items))
-    if t is float:
+    if i == _FLOAT:
         # `array('d')` stores each float's 8 bytes as they are: `-0.0` and `0.0` differ, and a
         # NaN keeps its payload, as `struct.pack("<d", x)` (the slow path) does.
         return ("scalars", float, array("d", items).tobytes())

@@ -9,7 +9,7 @@ import numpy as np
 
 from ._context import Ctx, key
 from ._origin import library_class
-from ._per_class import per_class, PerClass, ref
+from ._per_class import per_class, PerClass
 from ._types import Identity
 from ._watch import MISSING, size
 
@@ -109,7 +109,8 @@ def _wraps_made(name: str, v: Any) -> bool:
     kinds = WRAPS_SETS.get(name)
     if kinds is None:
         return False
-    return callable(v) if kinds is callable else type(v) in kinds
+    # By identity: a user's metaclass may call its class equal to `str`.
+    return callable(v) if kinds is callable else any(type(v) is k for k in kinds)
 
 
 # What `functools.update_wrapper` puts in a wrapper's `__dict__` (a function keeps the others in
@@ -147,7 +148,7 @@ def slots_of(cls: type) -> tuple[str, ...]:
     """The names of the slots `cls` and its bases declare, as attributes are read: a single
     string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
     class body's own code reads it (`__x` in `C` is `_C__x`)."""
-    names = _slot_names.get(ref(cls))
+    names = _slot_names.get(id(cls))
     if names is None:
         names = tuple(
             _mangled(c, name)

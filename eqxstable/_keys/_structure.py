@@ -29,7 +29,8 @@ def walk(treedef: Any) -> tuple[tuple[Any, ...], list, tuple]:
     changed: it is given as a tuple, keyed by value with nothing to watch. Any other list in
     node data may be the user's own (a custom node's aux data, a static field), changed in
     place later: it stays a list, keyed by value and watched."""
-    found: dict[type, None] = {}
+    # By identity: a user's metaclass may call two of its classes equal (by name, say).
+    found: dict[int, Any] = {}
     data: list = []
     shape: list = []
     pending = [treedef]
@@ -42,25 +43,35 @@ def walk(treedef: Any) -> tuple[tuple[Any, ...], list, tuple]:
         t, d = node_data
         if d is not None:
             data.append(tuple(d) if t is dict and type(d) is list else d)
-        if t not in found and isinstance(t, type) and not library_class(t):
-            found[t] = None
+        if id(t) not in found and isinstance(t, type) and not library_class(t):
+            found[id(t)] = t
             # Its registered flatten and unflatten run in the trace too (the argument is
             # rebuilt there): keyed beside the class, so the globals they read are followed.
             for f in _registered(t):
-                found[f] = None
+                found[id(f)] = f
         children = node.children()
         shape.append((t, len(children)))
         pending.extend(children)
-    return tuple(found), data, tuple(shape)
+    return tuple(found.values()), data, tuple(shape)
 
 
 def _registered(t: type) -> tuple:
     """The functions JAX's pytree registry holds for the node type `t` (`to_iter`, `from_iter`):
     not in the class's namespace, yet run by every flatten and unflatten of its instances."""
-    entry = _REGISTRY.get(t)
+    entry = registry_entry(t)
     if entry is None:
         return ()
     return (entry.to_iter, entry.from_iter)
+
+
+def registry_entry(t: type) -> Any:
+    """JAX's registry entry for exactly the class `t` (JAX's own lookup is by identity), or
+    `None`. A `dict` lookup compares by `==`: a metaclass with an `==` of its own may call `t`
+    equal to another registered class, whose entry is then found by identity among them all."""
+    meta = type(t)
+    if meta is type or (meta.__eq__ is type.__eq__ and meta.__hash__ is type.__hash__):
+        return _REGISTRY.get(t)
+    return next((v for k, v in _REGISTRY.items() if k is t), None)
 
 
 def _shape(treedef: Any) -> Any:

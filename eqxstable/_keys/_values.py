@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import dtype_key
 from ._context import compound, Ctx, frozen_part, identity, key, past_budget, TOO_MANY
+from ._dtypes import dtype_key
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
 from ._per_class import per_class

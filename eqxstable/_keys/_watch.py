@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import dtype_key
 from ._handles import Handle, known
 
 
@@ -211,15 +212,9 @@ class ArrayState:
 
     def __init__(self, array: np.ndarray, data: bytes, shared: bool = False):
         self.shape = array.shape
-        self.dtype = _dtype_key(array.dtype)
+        self.dtype = dtype_key(array.dtype)
         self.data = data
         self.shared = shared
-
-
-def _dtype_key(dtype: np.dtype) -> Any:
-    from ._arrays import dtype_key
-
-    return dtype_key(dtype)
 
 
 def same_bytes(holder: Any, data: Any) -> bool:
@@ -230,7 +225,7 @@ def same_bytes(holder: Any, data: Any) -> bool:
         return holder.tobytes() == data
     # A subclass through a plain view (a masked array compares and reshapes by its mask).
     a = holder if type(holder) is np.ndarray else np.ndarray.view(holder, np.ndarray)
-    if a.shape != data.shape or _dtype_key(a.dtype) != data.dtype:
+    if a.shape != data.shape or dtype_key(a.dtype) != data.dtype:
         return False
     if not a.flags.c_contiguous:
         return a.tobytes() == data.data
@@ -273,6 +268,8 @@ def _strong_or_self(x: Any) -> Any:
 def _weak_items(state: tuple) -> tuple:
     # A state of a million `int`s or `str`s is kept as it is: the scan of the types runs in C,
     # a Python call per item would cost a second per million.
+    # (A set of the types compares them with their metaclass's `==`, which may merge two: that
+    # only decides whether the state is held weakly or as it is, both compared by `is`.)
     if not any(map(_referable, set(map(type, state)))):
         return state
     return tuple(map(_weak, state))

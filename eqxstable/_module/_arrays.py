@@ -6,6 +6,7 @@ import weakref
 
 import numpy as np
 
+from .._keys._dtypes import dtype_key
 from ._canonical import CanonicalArray
 
 
@@ -16,9 +17,10 @@ _lock = threading.RLock()
 
 
 def _array_parts(a: np.ndarray) -> tuple:
-    # `dtype` itself, not `dtype.str`: `int4` and `uint4` (and structured dtypes with other
-    # fields) share a `str` but compute differently.
-    return (np.ndarray, a.dtype, a.shape)
+    # The dtype's whole description (`dtype_key`), not `dtype.str` (`int4` and `uint4`, and
+    # structured dtypes with other fields, share a `str`) nor the dtype's `==` (a packed and an
+    # aligned struct are equal, and differ in layout).
+    return (np.ndarray, dtype_key(a.dtype), a.shape)
 
 
 def array_key(a: np.ndarray) -> tuple:

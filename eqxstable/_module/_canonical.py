@@ -217,14 +217,16 @@ def _plain_scalar(x: Any) -> Any:
     return np.asarray(x)[()]
 
 
-_scalar_classes: dict[type, type] = {}
+# By `id` (never the metaclass's `==`); each class made holds its base `t` alive, so no `id`
+# here is reused.
+_scalar_classes: dict[int, type] = {}
 
 
 def canonical_scalar_class(t: type) -> type:
     """The canonical class for NumPy scalars of exactly type `t`. The NumPy type comes first
     among its bases: NumPy takes an instance of a class that puts another base first for an
     object, not a number."""
-    cls = _scalar_classes.get(t)
+    cls = _scalar_classes.get(id(t))
     if cls is None:
         namespace = {
             "_key": None,
@@ -237,6 +239,6 @@ def canonical_scalar_class(t: type) -> type:
             "__deepcopy__": lambda self, memo: self,
             "__reduce__": lambda self: (_restore_canonical, (np.generic, _plain_scalar(self))),
         }
-        cls = _scalar_classes[t] = type(t.__name__, (t, CanonicalScalar), namespace)
+        cls = _scalar_classes[id(t)] = type(t.__name__, (t, CanonicalScalar), namespace)
         cls.__module__ = __name__
     return cls

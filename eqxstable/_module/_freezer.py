@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from .._keys import too_many_objects
+from .._keys._per_class import type_ids, TypeTable
 from ._arrays import array_key, canonical_array
 from ._canonical import (
     canonical_scalar_class,
@@ -42,13 +43,15 @@ _lock = threading.RLock()
 
 Leaf = Callable[[Any, Any], Any]
 # Immutable atoms whose value (of that exact type) determines what they compute.
-_ATOMS = frozenset({str, bytes, int, bool, float, type(None)})
+# By identity (`type_ids`, `TypeTable`), as `_KINDS`: a user's metaclass may call its class `int`.
+_ATOMS = type_ids((str, bytes, int, bool, float, type(None)))
 _FLOAT = struct.Struct("<d")
 # Deeper than this, the rest of a static value is one leaf (never a `RecursionError`).
 _MAX_DEPTH = MAX_DEPTH
 # The kinds a walk takes apart; a read-back or canonical form is walked as what it stands for.
-_KINDS: dict[type, type] = {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset}
-_KINDS.update(VIEW_BASES)
+_KINDS: TypeTable[type] = TypeTable(
+    {list: list, tuple: tuple, dict: dict, set: set, frozenset: frozenset, **VIEW_BASES}
+)
 _KINDS[np.ndarray] = _KINDS[CanonicalArray] = np.ndarray
 # Tags the table key of a value holding changeable leaves (see `Freezer.changeable`).
 _CHANGEABLE = object()
@@ -122,12 +125,12 @@ class Freezer:
     def _freeze(self, obj: Any, path: Any) -> Any:
         t = type(obj)
         parts = self.parts
-        if t in _ATOMS:
+        if id(t) in _ATOMS:
             # Compared by value, type-exactly (a float by its bits: `-0.0` is not `0.0`, a NaN
             # equals a NaN with the same bits): no need to intern them.
             parts.append((t, _FLOAT.pack(obj) if t is float else obj))
             return obj
-        kind = _KINDS.get(t)
+        kind = _KINDS.get(id(t))
         if kind is None:
             if isinstance(obj, np.generic):
                 return self._scalar(obj)
@@ -330,7 +333,7 @@ def freeze(obj: Any, leaf: Leaf | None = None, path: Any = None) -> Any:
     The frozen value.
     """
     t = type(obj)
-    if t in _ATOMS:
+    if id(t) in _ATOMS:
         return obj
     key = key_of(obj)
     if _reusable(key) and _forms.get(key) is obj:

@@ -9,7 +9,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._keys import warns_hash_without_eq
-from .._keys._per_class import PerClass, ref
+from .._keys._per_class import PerClass
 
 
 class Kind(enum.Enum):
@@ -32,7 +32,7 @@ _kinds: PerClass[Kind] = PerClass()
 
 def kind_of(obj: Any) -> Kind:
     t = type(obj)
-    kind = _kinds.get(ref(t))
+    kind = _kinds.get(id(t))
     if kind is None:
         kind = _classify(obj)
         _kinds.put(t, kind)
@@ -50,8 +50,10 @@ def _classify(obj: Any) -> Kind:
         bool: Kind.NONE,
         int: Kind.INT,
     }
-    if t in simple:
-        return simple[t]
+    # By identity: a user's metaclass may call its class `list`.
+    for c, kind in simple.items():
+        if c is t:
+            return kind
     if issubclass(t, (jax.Array, np.ndarray, np.generic)):
         return Kind.ARRAY
     if issubclass(t, eqx.Module):

@@ -229,7 +229,7 @@ def stabilize_fields(module: Any, call: str) -> None:
         except KeyError:
             continue
         if is_static:
-            if type(value) is Static or type(value) in _PLAIN_STATIC:
+            if type(value) is Static or any(type(value) is t for t in _PLAIN_STATIC):
                 continue  # Made canonical during construction, the usual case.
             new = walk.static_value(value, (root, "." + name))
         else:

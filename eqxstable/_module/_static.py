@@ -111,7 +111,8 @@ _lock = threading.RLock()
 
 # Values whose `==` is already exact (equal only to equal values of the same type), stored as
 # they are: wrapping them would only cost a descriptor call per read.
-_PLAIN = frozenset({str, bool, type(None)})
+# By identity: a user's metaclass may call its class `str`.
+_PLAIN = frozenset(map(id, (str, bool, type(None))))
 
 
 def freeze_static(obj: Any, leaf: Leaf = keep, path: Any = None) -> Any:
@@ -134,7 +135,7 @@ def freeze_static(obj: Any, leaf: Leaf = keep, path: Any = None) -> Any:
     t = type(obj)
     if t is Static:
         return obj
-    if t in _PLAIN:
+    if id(t) in _PLAIN:
         return leaf(obj, path)
     freezer = Freezer(leaf, canonical=False)
     value = freezer(obj, path)
