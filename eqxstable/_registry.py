@@ -21,10 +21,19 @@ _T = TypeVar("_T")
 
 # Canonical instances that support weak references (functions, partials, modules) are held
 # weakly: the registry never keeps alive what only it references. The others (tuples, numbers,
-# read-only arrays) are held strongly in a bounded table; evicting one only costs a recompile.
+# NamedTuples) are held strongly in a table bounded by count and by the bytes of the arrays
+# they hold (each held twice: the read-only copy, and its bytes in the key), the least recently
+# used first out; one holding more than `_MAX_ENTRY_BYTES` of arrays is never held (a rebuilt
+# `Config(table, name)` of a 40 MB table kept 80 MB after the program dropped it). Evicting one,
+# or not keeping it, only costs a missed sharing (a recompile), never a wrong answer.
 _MAX_STRONG = 4096
+_MAX_ENTRY_BYTES = 1 << 20
+_MAX_STRONG_BYTES = 64 << 20
 _weak: dict[Key, weakref.ref] = {}
 _strong: "OrderedDict[Key, Any]" = OrderedDict()
+# The array bytes of each strongly held canonical that holds arrays, and their sum.
+_strong_bytes: dict[Key, int] = {}
+_strong_total = 0
 _names: dict[str, Any] = {}
 # The identities of a canonical function's own slots when it became canonical (`_slots_of`).
 _slots: dict[Key, tuple] = {}
@@ -95,10 +104,43 @@ def _find(key: Key) -> Any:
         return None
     if canonical is None or not _unchanged(key, canonical) or stable_key(canonical) != key:
         _weak.pop(key, None)
-        _strong.pop(key, None)
+        _forget_strong(key)
         _slots.pop(key, None)
         return None
     return canonical
+
+
+def _forget_strong(key: Key) -> None:
+    global _strong_total
+    _strong.pop(key, None)
+    _strong_total -= _strong_bytes.pop(key, 0)
+
+
+def _hold(key: Key, canonical: Any) -> None:
+    """Holds `canonical` strongly (it takes no weak reference) within the table's bounds: by
+    count, and by the bytes of the arrays it holds (`_MAX_ENTRY_BYTES`, `_MAX_STRONG_BYTES`)."""
+    global _strong_total
+    size = _array_bytes(canonical)
+    if size > _MAX_ENTRY_BYTES:
+        return
+    _strong[key] = canonical
+    if size:
+        _strong_bytes[key] = size
+        _strong_total += size
+    while _strong and (len(_strong) > _MAX_STRONG or _strong_total > _MAX_STRONG_BYTES):
+        _forget_strong(next(iter(_strong)))
+
+
+def _array_bytes(obj: Any, depth: int = 0) -> int:
+    """The bytes of the NumPy arrays `_canonical_copy` put in `obj` (read-only copies, keyed by
+    their bytes), through the same tuples and frozensets."""
+    if type(obj) is np.ndarray:
+        return obj.nbytes
+    t = type(obj)
+    if issubclass(t, (tuple, frozenset)) and depth < MAX_DEPTH:
+        items = tuple.__iter__(obj) if issubclass(t, tuple) else frozenset.__iter__(obj)
+        return sum(_array_bytes(x, depth + 1) for x in items)
+    return 0
 
 
 def _unchanged(key: Key, canonical: Any) -> bool:
@@ -188,9 +230,7 @@ def intern(obj: _T) -> _T:
             if slots is not None:
                 _slots[key] = slots
         except TypeError:
-            _strong[key] = canonical
-            if len(_strong) > _MAX_STRONG:
-                _strong.popitem(last=False)
+            _hold(key, canonical)
         return canonical
 
 
@@ -279,9 +319,12 @@ def lookup(name: str) -> Any:
 
 
 def _clear() -> None:
+    global _strong_total
     with _lock:
         _weak.clear()
         _strong.clear()
+        _strong_bytes.clear()
+        _strong_total = 0
         _slots.clear()
     _clear_memo()
 

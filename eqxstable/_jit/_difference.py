@@ -8,7 +8,14 @@ from typing import Any, NamedTuple
 import jax
 
 from .._compat import code_qualname
-from .._keys import FunctionKey, Identity, key_uses_identity, MutableKey, too_many_objects
+from .._keys import (
+    FunctionKey,
+    Identity,
+    key_uses_identity,
+    MutableKey,
+    too_many_objects,
+    too_many_reaching,
+)
 from .._keys._context import MAX_OBJECTS
 from ._accounting import MissKind
 from ._advice import another_function, function_change
@@ -45,18 +52,22 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype)
 
 
-def too_many_reason(path: str) -> str:
-    """The reason of a miss whose static value reaches more objects than a key may walk."""
+def too_many_reason(path: str, key: Any = None) -> str:
+    """The reason of a miss whose static value (of key `key`) reaches more objects than a key
+    may walk, naming what the walk ran out in where the key says."""
+    reaching = too_many_reaching(key)
+    within = f": {reaching}" if reaching else ""
     return (
-        f"`{path}` reaches too many objects to key (more than {MAX_OBJECTS:,}), so it equals "
-        "nothing and every call traces it again; pass large data as an array argument, or keep "
-        "it out of what the function captures and reads."
+        f"`{path}` reaches too many objects to key (more than {MAX_OBJECTS:,}{within}), so it "
+        "equals nothing and every call traces it again (nothing changed: it cannot be watched); "
+        "pass large data as an array argument, or keep it out of what the function captures "
+        "and reads."
     )
 
 
 def _static_difference(path: str, old: StaticLeaf, new: StaticLeaf) -> Difference:
     if too_many_objects(new.key):
-        return Difference("identity", path, too_many_reason(path))
+        return Difference("identity", path, too_many_reason(path, new.key))
     described = function_change(path, old.key, new.key)
     if described is not None:
         kind, reason = described

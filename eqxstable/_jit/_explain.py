@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._keys import too_many_objects
+from .._keys._context import TOO_MANY
 from ._accounting import Miss
 from ._describe import describe_change
 from ._difference import (
@@ -224,7 +225,7 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
 
 def explain_stable_miss(
     name: str,
-    rebound: tuple[str, str] | None,
+    rebound: tuple[str, Any] | None,
     mutated: tuple | None,
     sig: Signature | None,
     history: list[Signature],
@@ -236,7 +237,8 @@ def explain_stable_miss(
 
     - `name`: the jitted function's name.
     - `rebound`: `(what, advice)` when a value the function reads was rebound after it was
-        used (`_State.rebound`), else `None`.
+        used (`_State.rebound`), `(TOO_MANY, its new key)` when the function reaches too many
+        objects to key, else `None`.
     - `mutated`: the entry's `(index, old key, new key)` when a static argument was changed in
         place after it was used (`Entry.mutated`), else `None`.
     - `sig`: the call's signature, the function's own arrays included; `None` for arguments
@@ -249,6 +251,10 @@ def explain_stable_miss(
     """
     if rebound is not None:
         what, advice = rebound
+        if what == TOO_MANY:
+            # The function's own key past the object budget (`_State.refresh`): nothing was
+            # rebound, its key equals nothing. `advice` is then the key.
+            return Miss("identity", name, too_many_reason(name, advice))
         reason = (
             f"{what}, so `{name}` was traced again instead of reusing the program "
             f"compiled before the change; {advice}."
@@ -260,7 +266,7 @@ def explain_stable_miss(
         if index is not None and sig is not None:
             path = sig.leaves[index][0]
         if too_many_objects(new):
-            return Miss("identity", path, too_many_reason(path))
+            return Miss("identity", path, too_many_reason(path, new))
         what = describe_change(old, new)
         reason = (
             f"`{path}` is the same object as before, but it was changed in place after it "

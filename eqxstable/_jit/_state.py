@@ -13,7 +13,8 @@ from typing import Any, ClassVar, TYPE_CHECKING
 
 import equinox as eqx
 
-from .._keys import compute, stable_key
+from .._keys import compute, stable_key, too_many_objects
+from .._keys._context import TOO_MANY
 from . import _verify
 from ._accounting import Stats
 from ._advice import rebound_advice
@@ -63,7 +64,7 @@ class _State:
         self.keys: list | None = None
         self.use(get_program(fun, parts, donated_args, jitkwargs), None)
 
-    def use(self, program: Program, rebound: tuple[str, str] | None) -> None:
+    def use(self, program: Program, rebound: tuple[str, Any] | None) -> None:
         """Calls `program` from now on, with the function as it is now."""
         old = getattr(self, "program", None)
         if old is not program:
@@ -96,7 +97,11 @@ class _State:
                 self.resplit()
                 program = get_program(self.fun, self.parts, self.donated_args, self.jitkwargs)
                 rebound = None
-                if self.stats.calls:
+                if self.stats.calls and too_many_objects(key):
+                    # Nothing was rebound: its key equals nothing (`K-too-deep`), a miss of its
+                    # own kind that names what it reaches.
+                    rebound = (TOO_MANY, key)
+                elif self.stats.calls:
                     # Before its first call, a wrapper has nothing stale to explain.
                     what = describe_change(old, key)
                     name = self.program.qualname

@@ -120,7 +120,22 @@ def too_many_objects(key: Any) -> bool:
     if type(key) is tuple:
         return any(too_many_objects(k) for k in key)
     parts = key.parts if type(key) is Key else None
-    return type(parts) is tuple and len(parts) == 2 and parts[0] == TOO_MANY
+    return (
+        type(parts) is tuple
+        and parts[:1] == (TOO_MANY,)
+        and (len(parts) == 2 or (len(parts) == 3 and type(parts[2]) is str))
+    )
+
+
+def too_many_reaching(key: Any) -> str:
+    """What the walk of a key (or of one of a tuple of keys) past the object budget ran out in
+    ("a list of 55,000 items (Record)"), where `too_many_objects(key)` and it is known, else
+    ""."""
+    if type(key) is tuple:
+        return next(filter(None, map(too_many_reaching, key)), "")
+    if type(key) is Key and too_many_objects(key) and len(key.parts) == 3:
+        return key.parts[2]
+    return ""
 
 
 def warns_hash_without_eq(t: type) -> bool:
@@ -148,6 +163,7 @@ __all__ = [
     "Namespace",
     "stable_key",
     "too_many_objects",
+    "too_many_reaching",
     "Watch",
     "warns_hash_without_eq",
 ]

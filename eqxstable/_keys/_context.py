@@ -152,6 +152,7 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     it traces every call) and watched as always changed."""
     frozen: dict[int, Any] = {}
     linear = True
+    path: list = []
     for _ in range(_RETRIES + 2):
         try:
             parts = _walk(obj, ctx, content_ok)
@@ -162,6 +163,7 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             if not linear:
                 break
         except TooMany as e:
+            path = e.path
             found = None
             for x in reversed(e.path):
                 if id(x) not in frozen and (
@@ -184,7 +186,20 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     ctx.blobs.clear()
     ctx.identity = True
     ctx.copied_arrays = False
-    return (TOO_MANY, Identity(_Unkeyable()))
+    return (TOO_MANY, Identity(_Unkeyable()), _reaching(path))
+
+
+def _reaching(path: list) -> str:
+    """What a walk that ran out of the budget was in, for the jit layer's miss: the biggest
+    container on the path to where it ran out ("a list of 55,000 items (Record)"), else ""."""
+    sizes = [(len(x), i) for i, x in enumerate(path) if id(type(x)) in _CONTAINERS]
+    if not sizes:
+        return ""
+    x = path[max(sizes)[1]]
+    items = _items(x) if type(x) is dict else x
+    names = sorted({t.__qualname__ for t in set(map(type, items))})
+    kinds = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"a {type(x).__name__} of {len(x):,} items ({kinds})"
 
 
 def _walk(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -248,13 +263,58 @@ def big_container(obj: Any, ctx: Ctx) -> Any:
         ctx.identity = True
         ctx.states.append((obj, state_fn, state))
         return (TOO_MANY, Identity(obj), held)
-    if not past_budget(_items(obj) if type(obj) is dict else obj, ctx):
-        return None
+    items = _items(obj) if type(obj) is dict else obj
+    if not past_budget(items, ctx):
+        return run_out(items, ctx)
     if frozen_items(obj):
         return held_items(obj, ctx, True)
     if frozen_nested(obj):
         return held_items(obj, ctx, False)
+    return run_out(items, ctx)
+
+
+def run_out(items: Any, ctx: Ctx) -> None:
+    """Raises `TooMany` at once where `items` holds more distinct objects, each walked as one
+    and never keyed by identity past the budget (a plain object: `K-mutable`), than the budget
+    has left, with room for every restart of `top`: their walk would run out whatever `top`
+    keys by identity, so a function closing over 55,000 plain objects gets the key equal to
+    nothing after a scan of them, not a walk of 50,000 (17 s a key, at every call). Exact: it
+    raises only where the walk would run out at every start; else returns `None`."""
+    walk = ctx.stack
+    left = MAX_OBJECTS - walk.walked + _RETRIES
+    if len(items) <= left or (not walk.linear and ctx.depth >= MAX_DEPTH):
+        # (Walked again without numbers, what sits at `MAX_DEPTH` is `too_deep`, not counted.)
+        return None
+    types = set(map(type, items))
+    counted = {t for t in types if id(t) not in _CONTAINERS and _counted(t)}
+    if not counted:
+        return None
+    # Most hold objects of one kind only (scanned in C): no loop in Python.
+    ids = set(map(id, items)) if counted == types else {id(x) for x in items if type(x) in counted}
+    if len(ids) <= left:
+        return None
+    # Less those this walk met already (being walked, keyed, numbered or cut): met again, they
+    # walk nothing. A slot is an `id` and one bit.
+    met = {*walk, *walk.frozen}
+    for slots in (ctx.memo, walk.done, walk.cuts):
+        met.update(map(_unslot, slots))
+    fresh = len(ids) - len(ids & met) if met else len(ids)
+    if fresh > left:
+        raise TooMany()
     return None
+
+
+def _unslot(slot: int) -> int:
+    return slot >> 1
+
+
+def _counted(t: type) -> bool:
+    """Whether every object of type `t` is walked by a `compound` handler: one object of the
+    budget each, met for the first time."""
+    handler = HANDLERS.get(id(t))
+    if handler is None:
+        handler = _CLASS_HANDLERS.get(id(t)) or _handler(t)
+    return getattr(handler, "counted", False)
 
 
 def past_budget(items: Any, ctx: Ctx) -> bool:
@@ -351,6 +411,8 @@ def compound(fn: Handler) -> Handler:
 
     handler.__name__ = fn.__name__
     handler.__qualname__ = fn.__qualname__
+    # Each object it meets for the first time counts once against the budget (`run_out`).
+    handler.counted = True  # pyright: ignore[reportFunctionMemberAccess]
     return handler
 
 

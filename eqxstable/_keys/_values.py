@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, frozen_part, identity, key, past_budget, TOO_MANY
+from ._context import compound, Ctx, frozen_part, identity, key, past_budget, run_out, TOO_MANY
 from ._dtypes import dtype_key
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
@@ -101,6 +101,8 @@ def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
         # identity (`K-too-deep`): so keyed now. Nothing in it can change.
         ctx.identity = True
         return (TOO_MANY, Identity(obj))
+    if len(obj) > _FEW:
+        run_out(obj, ctx)
     return (tuple, tuple([key(x, ctx, content_ok) for x in obj]))
 
 
