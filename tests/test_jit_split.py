@@ -111,8 +111,8 @@ def test_a_guests_first_gradient_is_no_second_trace(guard):
     own: list = []
     x = jnp.ones(3)
     es.filter_jit(_traced_counted([], {"k": 2.0}))(x)
-    options = {"max_traces": 1} if guard == "max_traces" else {}
-    guest = es.filter_jit(_traced_counted(own, {"k": 2.0}), **options)
+    limit = 1 if guard == "max_traces" else None
+    guest = es.filter_jit(_traced_counted(own, {"k": 2.0}), max_traces=limit)
     assert guest(x).tolist() == (np.sin(np.ones(3)) * 2).astype(np.float32).tolist()
     assert guest.cache_info().compiles == 0 and len(own) == 1
     if guard == "no_recompiles":
