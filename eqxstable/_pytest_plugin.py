@@ -138,9 +138,9 @@ def _explain_compiled(compiled: Any) -> str:
     doctor observed it."""
     jit = "`equinox.filter_jit`" if compiled.jit == "equinox" else "`jax.jit`"
     where = f"{compiled.location}, " if compiled.location else ""
-    count = len(compiled.misses)
-    lines = [f"`{compiled.name}` ({where}{jit}) compiled {count} time(s) during this test:"]
-    for i, miss in enumerate(compiled.misses, 1):
+    traces = compiled.traces
+    lines = [f"`{compiled.name}` ({where}{jit}) traced {len(traces)} time(s) during this test:"]
+    for i, miss in enumerate(traces, 1):
         at = f" at `{miss.path}`" if miss.path else ""
         lines.append(f"  {i}. {miss.kind}{at}: {miss.reason}")
     return "\n".join(lines)
@@ -163,7 +163,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     finally:
         watch.stop()
     over = watch.over(limit)
-    others = [c for c in observed.compiled() if len(c.misses) > limit]
+    # Traces of the Python function, not compiles: under `jax.grad` JAX compiles the programs it
+    # derives from the function's one trace without tracing it again.
+    others = [c for c in observed.compiled() if len(c.traces) > limit]
     if over or others:
         what = "jitted" if others else "stable `filter_jit`"
         lines = [_MSG_OVER.format(limit=limit, count=len(over) + len(others), what=what)]

@@ -175,8 +175,11 @@ def test_a_call_after_lower_is_one_miss_without_a_second_trace():
     jitted(jnp.ones(3))
     jitted(jnp.ones(3))
     assert counter.count == 1  # JAX reuses the trace of `.lower()`, and compiles at the call
-    assert jitted.cache_info()[:2] == (1, 1)
-    assert [m.kind for m in jitted.misses] == ["first"]
+    # The `.lower()` is the miss (it traced), and counts as a call; the calls are hits, the
+    # first of which compiled that trace (attack 9b-08: the trace went uncounted).
+    info = jitted.cache_info()
+    assert (info.hits, info.misses, info.traces, info.compiles) == (2, 1, 1, 1)
+    assert [m.kind for m in jitted.misses] == ["first"] and not jitted.misses[0].compiled
 
 
 def test_error_if_surfaces():
@@ -396,3 +399,30 @@ def test_stable_wrappers_are_keyed_by_function_and_options():
     for _ in range(3):
         outer(jnp.ones(2), make())
     assert counter.count == 1
+
+
+@pytest.mark.counts_traces
+def test_lower_traces_count_and_are_guarded():
+    # Attack 9b-08: `.lower()` traced and `.compile()` compiled with nothing counted, so a second
+    # trace passed `max_traces=1` (which `equinox.debug.assert_max_traces` refuses).
+    traces = 0
+
+    def f(x, k):
+        nonlocal traces
+        traces += 1
+        return x * k
+
+    jitted = es.filter_jit(f, max_traces=1)
+    compiled = jitted.lower(jnp.ones(3), 2).compile()
+    info = jitted.cache_info()
+    assert traces == 1 and (info.misses, info.traces, info.compiles) == (1, 1, 1)
+    assert info.compile_seconds > 0 and info.trace_seconds > 0
+    np.testing.assert_allclose(compiled(jnp.ones(3), 2), 2.0)
+    # Lowered again for the same arguments: JAX's trace cache, no trace, no miss.
+    jitted.lower(jnp.ones(3), 2)
+    assert traces == 1 and jitted.cache_info().traces == 1
+    with pytest.raises(es.RecompileError, match="2nd time"):
+        jitted(jnp.ones(3), 3)
+    with pytest.raises(es.RecompileError, match="2nd time"):
+        jitted.lower(jnp.ones(3), 4)
+    assert traces == 1 and jitted.cache_info().traces == 1

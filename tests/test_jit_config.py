@@ -12,6 +12,8 @@ import pytest
 
 import eqxstable as es
 
+from .helpers import enable_x64
+
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
@@ -92,3 +94,23 @@ def test_reuse_across_functions_keeps_prng_impls_apart():
         want = np.asarray(jax.jit(lambda x: x * jax.random.uniform(jax.random.key(0), ()))(x))
     np.testing.assert_array_equal(b, want)
     assert not np.allclose(a, b)
+
+
+@pytest.mark.counts_traces
+def test_an_x64_toggle_is_a_configuration_change_not_a_dtype_change():
+    # Attack 9b-03: the very same float64 NumPy array, read as float32 without x64 and float64
+    # with it, was reported as `args[0]` changing dtype, with "cast it to one dtype" advice
+    # that no cast can follow.
+    f = es.filter_jit(lambda x: x * 2)
+    x = np.ones(3)
+    assert f(x).dtype == jnp.float32
+    with enable_x64(True):
+        assert f(x).dtype == jnp.float64
+    miss = f.misses[1]
+    # Named `jax_enable_x64` where JAX names its trace context (JAX 0.5 does not: `#5`).
+    assert miss.kind == "first" and "JAX configuration (`" in miss.reason
+    assert "` False -> True" in miss.reason
+    assert "float32[3] -> float64[3]" in miss.reason and "cast" not in miss.reason
+    # A dtype that changed under one configuration is still the argument's.
+    f(x.astype(np.int32))
+    assert f.misses[2].kind == "dtype" and "cast it to one dtype" in f.misses[2].reason

@@ -91,10 +91,10 @@ def test_every_wrapper_works_under_eqx_on_error_breakpoint():
     assert out["lowered"] == [0.0, 3.0, 6.0]
     # (hits, misses, maxsize, currsize, traces, compiles, loaded): `inner` was called at the top
     # level twice (a miss, then a hit) and inline once (a hit, as under `jax.disable_jit()`);
-    # `.lower()` is no call. Its function was traced three times: by the miss, inline, by
-    # `.lower()`.
+    # `.lower()` for a new static value traced, a call and a miss, and its `.compile()` compiled
+    # (attack 9b-08). Its function was traced three times: by the miss, inline, by `.lower()`.
     inner_info, outer_info = out["info"]["inner"], out["info"]["outer"]
-    assert inner_info == [2, 1, 4096, 1, 1, 1, 0]
+    assert inner_info == [2, 2, 4096, 1, 2, 2, 0]
     assert outer_info == [1, 1, 4096, 1, 1, 1, 0]
     assert out["traces"] == {"inner": 3, "outer": 1}
     # A rebuilt equivalent function still finds the program (`jax.jit` replaced by a plain

@@ -88,7 +88,42 @@ def test_a_guest_under_a_gradient_keeps_its_targets_program_at_top_level(compile
     assert float(w2(a)) == 8.0 and float(w2(a)) == 8.0
     assert compiles.count("f") == during
     assert jax.grad(w2)(a).tolist() == [6.0, 4.0, 2.0]
-    assert w2.cache_info().traces == 2 and before == 1
+    # The gradient differentiated the guest's own first trace, which JAX still held under the
+    # token it ran: no second trace (attack 9b-06).
+    assert w2.cache_info().traces == 1 and before == 1
+
+
+def _traced_counted(traces: list, scale: dict):
+    def f(x):
+        traces.append(1)
+        return jnp.sin(x) * scale["k"]
+
+    return f
+
+
+@pytest.mark.counts_traces
+@pytest.mark.parametrize("guard", ["max_traces", "no_recompiles"])
+def test_a_guests_first_gradient_is_no_second_trace(guard):
+    # Attack 9b-06/05: a guest detaching under `jax.grad` traced the user's function again, so
+    # `max_traces=1` and `es.no_recompiles()` refused the gradient of a wrapper traced once (as
+    # neither the same wrapper alone nor `equinox.filter_jit` does), and the extra miss read
+    # "compiled again ... JAX's own cache no longer held the program" with `compiled=False`.
+    own: list = []
+    x = jnp.ones(3)
+    es.filter_jit(_traced_counted([], {"k": 2.0}))(x)
+    limit = 1 if guard == "max_traces" else None
+    guest = es.filter_jit(_traced_counted(own, {"k": 2.0}), max_traces=limit)
+    assert guest(x).tolist() == (np.sin(np.ones(3)) * 2).astype(np.float32).tolist()
+    assert guest.cache_info().compiles == 0 and len(own) == 1
+    if guard == "no_recompiles":
+        with es.no_recompiles():
+            grad = jax.grad(lambda x: guest(x).sum())(x)
+    else:
+        grad = jax.grad(lambda x: guest(x).sum())(x)
+    np.testing.assert_allclose(grad, np.cos(np.ones(3)) * 2, rtol=1e-6)
+    assert len(own) == 1
+    assert guest.cache_info().traces == 1 and len(guest.misses) == 1
+    assert not any("no longer held" in m.reason for m in guest.misses)
 
 
 def _counting(counter):

@@ -193,13 +193,13 @@ def test_equinox_steady():
     if EXPLAINS_JIT_MISSES:
         result.assert_outcomes(passed=1, failed=2)
         assert out.count("`@pytest.mark.max_traces(1)`: 1 jitted function(s) traced") == 2
-        assert "`jax_scale` (" in out and "`jax.jit`) compiled 3 time(s)" in out
+        assert "`jax_scale` (" in out and "`jax.jit`) traced 3 time(s)" in out
     else:
         # JAX < 0.9 explains its misses otherwise: plain `jax.jit` is not bounded there (the
         # docs' supported-versions table says so); `equinox.filter_jit` still is.
         result.assert_outcomes(passed=2, failed=1)
         assert "`jax_scale` (" not in out
-    assert "`eqx_scale` (" in out and "`equinox.filter_jit`) compiled 3 time(s)" in out
+    assert "`eqx_scale` (" in out and "`equinox.filter_jit`) traced 3 time(s)" in out
     assert "  2. static at `args[1]`: static value `args[1]` changed: int 1 -> int 2" in out
 
 

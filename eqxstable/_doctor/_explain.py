@@ -29,6 +29,8 @@ class ObservedMiss(NamedTuple):
     - `avoidable`: whether eqxstable's `filter_jit` would have reused a program here.
     - `compile_seconds`: XLA compile time of this call.
     - `also`: further paths that differ in the same way.
+    - `traced`: whether the function was traced (else JAX compiled a program it derived from an
+      earlier trace, such as a gradient's): what `@pytest.mark.max_traces` counts.
     """
 
     kind: str
@@ -37,6 +39,7 @@ class ObservedMiss(NamedTuple):
     avoidable: bool
     compile_seconds: float
     also: tuple[str, ...] = ()
+    traced: bool = True
 
 
 class AddedMiss(NamedTuple):

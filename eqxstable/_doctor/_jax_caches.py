@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from .._jit import ArrayLeaf, Miss, trace_context
+from ._reuse import ShadowToken
 
 
 def context() -> Hashable:
@@ -44,15 +45,19 @@ def is_in_another_context(miss: Miss) -> bool:
 def detaches(program: Any, entry: Any, context: Hashable, avals: tuple[ArrayLeaf, ...]) -> bool:
     """Whether a call under a transformation is a miss because its entry is a guest: it ran a
     program compiled for another entry's equal trace, and a guest called under a transformation
-    detaches and traces under a token of its own (`eqxstable._jit._token.Guest`), even for types
-    JAX traced before under the shared token. JAX then holds, under the new token, only what it
-    traced (these types, under the transformation); at top level the entry still runs the
-    shared program for the types it ran it for (`eqxstable._jit._token.Split`: `seen` keeps
-    them)."""
+    detaches to the token its own first trace ran under (`eqxstable._jit._token.Guest.own`),
+    where JAX's trace cache holds that trace: the types it traced then are no new trace (the
+    entry's `traced`), any others are. At top level the entry still runs the shared program for
+    the types it ran it for (`eqxstable._jit._token.Split`: `seen` keeps them)."""
     token = program.tokens.get(entry)
     if token is None or token.target is None:
         return False
-    program.traced[entry] = {(context, tuple(leaf[:3] for leaf in avals))}
+    program.tokens[entry] = ShadowToken()
+    types = (context, tuple(leaf[:3] for leaf in avals))
+    traced = program.traced.setdefault(entry, set())
+    if types in traced:
+        return False
+    traced.add(types)
     program.traced_abstract.add(entry)
     return True
 

@@ -77,12 +77,14 @@ def _ours(location: str) -> bool:
 
 class JaxMiss(NamedTuple):
     """One compile of a `jax.jit` function: `kind` and `path` as in `eqxstable.Miss`, `reason`
-    with JAX's own explanation."""
+    with JAX's own explanation; `traced`: whether the function was traced for it (else JAX
+    compiled what it derived from an earlier trace)."""
 
     kind: str
     path: str
     reason: str
     compile_seconds: float = 0.0
+    traced: bool = True
 
 
 class JaxRecord:
@@ -367,12 +369,25 @@ class JaxJitWatch(logging.Filter):
                 last.compile_seconds += duration_secs
                 last.misses[-1] = last.misses[-1]._replace(compile_seconds=duration_secs)
             elif not traced and isinstance(name, str) and name in self._known:
+                # JAX fires no trace event for a trace under a transformation (`jax.grad` at a
+                # new shape): its explanation waits here, and this compile is that trace's.
+                own = [e for e in pending.explained if f"jit({e.name})" == name]
+                if own:
+                    pending.explained.remove(own[-1])
+                    record = self._record(own[-1].name, own[-1].location)
+                    record.misses.append(own[-1].miss._replace(compile_seconds=duration_secs))
+                    record.compile_seconds += duration_secs
+                    return
                 record = self._record(name[4:-1], self._known[name])
+                # No trace: a program JAX derived from an earlier trace (a gradient's JVP or
+                # transpose), or the top-level compile of a trace made inside another jitted
+                # function; which one, the compile event does not say.
                 reason = (
-                    "compiled for a call at top level, with the trace JAX made when "
-                    f"`{record.name}` was called inside another jitted function."
+                    f"compiled without tracing `{record.name}` again: a program JAX made from an "
+                    "earlier trace (its gradient or another transformation, or a call at top "
+                    "level of what it traced inside another jitted function)."
                 )
-                record.misses.append(JaxMiss("first", "", reason, duration_secs))
+                record.misses.append(JaxMiss("first", "", reason, duration_secs, False))
                 record.compile_seconds += duration_secs
 
     def _record(self, name: str, location: str) -> JaxRecord:

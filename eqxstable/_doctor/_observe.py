@@ -385,6 +385,10 @@ class Observer:
                     if reason == miss.reason:
                         reason += f" The trace raised {failure} (nothing was compiled)."
                     miss = miss._replace(reason=reason)
+                if not frame.traced:
+                    # JAX compiled what it derived from an earlier trace (a gradient under
+                    # `jax.grad`): a compile, no trace of the function.
+                    miss = miss._replace(traced=False)
                 record.misses.append(miss)
                 if not state.replaced:
                     # `--stabilize` leaves this wrapper to Equinox: the same miss.

@@ -17,12 +17,18 @@ from ._observe import Observer
 
 class Compiled(NamedTuple):
     """One function's compiles inside the block: `jit` is "equinox" or "jax"; `misses` have
-    `kind`, `path` and `reason` as `eqxstable.Miss`."""
+    `kind`, `path` and `reason` as `eqxstable.Miss`, and `traced`: whether the function was
+    traced for it (a gradient's compile under `jax.grad` is not)."""
 
     name: str
     location: str
     jit: str
     misses: tuple[Any, ...]
+
+    @property
+    def traces(self) -> tuple[Any, ...]:
+        """The misses that traced the function (what `@pytest.mark.max_traces` bounds)."""
+        return tuple(m for m in self.misses if m.traced)
 
 
 class Watched:

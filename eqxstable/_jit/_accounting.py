@@ -60,6 +60,10 @@ _NOT_COMPILED = {
         "traced, and JAX loaded its program from the persistent compilation cache (no compile)."
     ),
     "raised": "traced, and the trace raised (no compile).",
+    "lowered": (
+        "traced by `.lower()` (no compile: its `.compile()` compiles a program outside the "
+        "wrapper's cache, and the first call compiles the trace without tracing again)."
+    ),
     "inside": (
         "traced inside another trace (`jax.vmap`, `jax.grad`, `jax.eval_shape`, an outer "
         "`jax.jit`), which compiles its own program, if any (no compile of this one)."
@@ -85,7 +89,9 @@ class CacheInfo(NamedTuple):
     - `hits`: calls served by an already compiled program.
     - `misses`: calls that traced (`hits + misses` is the number of calls). A trace that raised
         counts, as `eqx.debug.assert_max_traces` counts it; a call refused by a guard does not
-        (nothing was traced); under `jax.disable_jit()` a call is a hit (nothing is traced).
+        (nothing was traced); under `jax.disable_jit()` a call is a hit (nothing is traced). A
+        `.lower(...)` that traced is a call and a miss (the first call after it compiles that
+        trace without tracing again: a hit); one that JAX's trace cache served counts nothing.
     - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
         `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
         them from its own caches, and traced again if needed; the counts stay exact. What is
@@ -103,7 +109,9 @@ class CacheInfo(NamedTuple):
         events): one for each miss that compiled (the others reused one compiled for an equal
         trace, loaded one, or traced inside another trace, whose program is not this wrapper's),
         and one for the first call at the top level of what a call traced only under a
-        transformation (JAX compiles that trace then, with no miss: `compiles <= traces`).
+        transformation (JAX compiles that trace then, with no miss: `compiles <= traces`), or
+        by `.lower()`; and one for the first `.compile()` of a `.lower()` that traced (a program
+        outside the wrapper's cache: with the first call after it, two compiles of one trace).
     - `loaded`: how many misses JAX served from its persistent compilation cache
         (`jax_compilation_cache_dir`): lowered, then loaded from disk, not compiled. Its load
         time is counted in `compile_seconds` (JAX's compile event covers it).
@@ -185,6 +193,7 @@ class Call:
         "entry",
         "miss_decided",
         "lowering",
+        "aot",
         "committed",
         "notify",
         "loaded",
@@ -204,6 +213,9 @@ class Call:
         # compilation without a trace), so that it is decided once.
         self.miss_decided = False
         self.lowering = lowering
+        # Whether this is a `.lower()`: its trace is a miss, though the listener ignores what
+        # JAX lowers meanwhile (`lowering`).
+        self.aot = False
         # Set when this call's miss was recorded: a call that raises before that is not counted.
         self.committed = False
         # Whether the miss listeners hear of the miss when it is recorded (a first call tells
@@ -273,6 +285,9 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     if call is None:
         return
     if call.lowering:
+        if call.aot and event == TRACE_EVENT:
+            # A `.lower()`'s trace is a miss of this wrapper's.
+            call.stats.trace_seconds += duration_secs
         return
     if event == COMPILE_EVENT:
         # Under a transformation what XLA compiles while the call runs is JAX's own derived

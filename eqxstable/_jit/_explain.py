@@ -9,9 +9,12 @@ This runs only on a miss, so it favours clear output over speed. It is the inter
 (`eqxstable doctor`) build on, through the layer's door.
 """
 
+import dataclasses
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .._keys import too_many_objects
 from .._keys._context import TOO_MANY
@@ -173,6 +176,21 @@ def _same_config(a: Any, b: Any) -> bool:
         return a is b
 
 
+def _x64_widths(old: Signature, new: Signature, found: list[Difference]) -> bool:
+    """Whether each dtype difference is only the width `jax_enable_x64` picks (`float32` and
+    `float64`, `int32` and `int64`, ...): the same kind of number."""
+    olds, news = dict(old.leaves), dict(new.leaves)
+    for d in found:
+        a, b = getattr(olds.get(d.path), "dtype", None), getattr(news.get(d.path), "dtype", None)
+        try:
+            a, b = np.dtype(a), np.dtype(b)
+        except TypeError:
+            return False
+        if a.kind != b.kind or {a.itemsize, b.itemsize} not in ({4, 8}, {8, 16}):
+            return False
+    return True
+
+
 def diff(previous: Sequence[Signature], new: Signature, name: str = "the function") -> Miss:
     """Explains why a call with signature `new` could not reuse any earlier program.
 
@@ -190,13 +208,27 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
     """
     if not previous:
         return Miss("first", "", f"first call of `{name}`: traced and compiled.")
-    best: tuple[int, list[Difference]] | None = None
+    best: tuple[int, list[Difference], Signature] | None = None
     for old in reversed(previous):
         distance, found = _differences(old, new)
         if best is None or distance < best[0]:
-            best = (distance, found)
+            best = (distance, found, old)
     assert best is not None
-    _, found = best
+    _, found, closest = best
+    if found and all(d.kind == "dtype" for d in found) and _x64_widths(closest, new, found):
+        # The same arguments read under another `jax_enable_x64` (a float64 NumPy array is
+        # float32 without it): the configuration changed, which no cast avoids.
+        changed = _config_changes([closest], dataclasses.replace(new, leaves=closest.leaves))
+        if changed:
+            dtypes = found[0].reason.split("changed dtype: ", 1)[-1].split(";")[0]
+            return Miss(
+                "first",
+                "",
+                f"first call of `{name}` under this JAX configuration ({changed}), which "
+                f"changed the dtypes JAX gives the arguments (`{found[0].path}` {dtypes}"
+                f"{'' if len(found) == 1 else ', ...'}); JAX traces and compiles a program for "
+                "each configuration.",
+            )
     if not found:
         changed = _config_changes(previous, new)
         if changed:

@@ -1,9 +1,11 @@
 """What [`eqxstable.filter_jit`][]`(f).lower(...)` returns, and its `.compile()`."""
 
+import time
 from typing import Any
 
 import jax.tree_util as jtu
 
+from ._accounting import Call, not_compiled, notify
 from ._outputs import serving
 
 
@@ -18,16 +20,26 @@ _MSG_LOWERED_MISMATCH = (
 class Lowered:
     """What [`eqxstable.filter_jit`][]`(f).lower(...)` returns: `.as_text()` and `.compile()`."""
 
-    def __init__(self, lowered: Any, wrapper: Any, entry: Any):
+    def __init__(self, lowered: Any, wrapper: Any, entry: Any, traced: bool = False):
         self.lowered = lowered
         self._wrapper = wrapper
         self._entry = entry
+        # Whether `.lower()` traced (a miss): its first `.compile()` is that trace's compile.
+        self._traced = traced
 
     def as_text(self, *args, **kwargs) -> str:
         return self.lowered.as_text(*args, **kwargs)
 
     def compile(self, compiler_options: dict[str, str | bool] | None = None) -> "Compiled":
+        start = time.perf_counter()
         compiled = self.lowered.compile(compiler_options=compiler_options)
+        if self._traced:
+            # A compile with no miss of its own (`CacheInfo.compiles`): counted once per trace,
+            # so that `compiles <= traces` holds.
+            self._traced = False
+            stats = self._wrapper._stats
+            stats.late += 1
+            stats.compile_seconds += time.perf_counter() - start
         return Compiled(compiled, self._wrapper, self._entry)
 
 
@@ -54,3 +66,16 @@ class Compiled:
 
     def as_text(self) -> str:
         return self.compiled.as_text()
+
+
+def lowered_miss(call: Call, program: Any, entry: Any) -> None:
+    """After a `.lower()` whose trace was a miss: one call that compiled nothing (the listener
+    ignored the lowering). The first call of the entry at the top level compiles that trace
+    without tracing again, which is no miss (`Program.traced_abstract`)."""
+    assert call.miss is not None
+    stats = call.stats
+    stats.calls += 1
+    stats.uncompiled += 1
+    call.amend(not_compiled(call.miss, 0.0, "lowered"))
+    program.traced_abstract.add(entry)
+    notify(call.wrapper, call.miss)

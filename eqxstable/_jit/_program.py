@@ -140,7 +140,7 @@ class Program:
             record = (
                 call is not None
                 and call.program is self
-                and not call.lowering
+                and (not call.lowering or call.aot)
                 and not call.miss_decided
             )
             explained = None

@@ -92,7 +92,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         _by_fingerprint.pop(fp, None)
         target = None
     if target is not None and target.traces == 1:
-        entry.token = Guest(target)
+        entry.token = Guest(target, own)
         target.guests += 1
         if miss is not None:
             call.amend(not_compiled(miss, target.compile_seconds, "reused"))
@@ -165,7 +165,12 @@ def detached_token(program: Any, entry: Any, keeps: bool = False) -> Token:
             token.target.guests -= 1
         entry.token = own = token.own
         return own
-    own = Token(program, entry)
+    if kind is Guest and token.own is not None:
+        # The token of the entry's own first trace: JAX's trace cache may still hold that trace
+        # (its objects, its rules), so a gradient of it is no second trace of the function.
+        own = token.own
+    else:
+        own = Token(program, entry)
     if kind is Guest:
         target, guest = token.target, True
     elif kind is Token and token.guests:

@@ -105,12 +105,18 @@ class Guest:
     A guest runs only the program compiled from the one trace it matched: once the target's
     owner was traced again under the token (JAX dropped its trace, `jax.clear_caches()`, and
     the owner's call traced its own objects anew, which may read other state now), the guest
-    detaches too, and its next call traces its own objects."""
+    detaches too, and its next call traces its own objects.
 
-    __slots__ = ("target", "program", "jitted")
+    `own` is the token of the entry's own first trace (the one whose fingerprint matched): the
+    token it detaches to (`_reuse.detached_token`), so that JAX finds that trace in its trace
+    cache and the user's function is not traced a second time for a gradient of a call it
+    already traced (as under `equinox.filter_jit`, whose gradient reuses the jaxpr)."""
 
-    def __init__(self, target: Token):
+    __slots__ = ("target", "own", "program", "jitted")
+
+    def __init__(self, target: Token, own: Token | None = None):
         self.target = target
+        self.own = own
         self.program = target.program
         real = target.jitted
         matched = target.traces

@@ -5,7 +5,9 @@ globals from its bytecode. A user who monkeypatches a library function, or reads
 `globals()[name]`, breaks those assumptions silently. Verify mode checks them, call by call: when
 a program is compiled its jaxpr is recorded (from JAX's own trace cache, so the function is not
 run again), and every later call that reuses it traces the call's own objects to a jaxpr with
-`jax.make_jaxpr` and compares the two. A difference raises `es.StaleProgramError`.
+`jax.make_jaxpr` and compares the two. A difference raises `es.StaleProgramError`. So do the
+output's non-array leaves (a `Mixed`'s, `_outputs.py`), which a hit returns from the program's
+trace: each is compared with the one this trace returned (`_static_outputs`).
 
 It is on for a wrapper made with `verify=True`, for every wrapper when `EQXSTABLE_VERIFY=1` is
 in the environment, and under `pytest --eqxstable-verify`. It costs a trace per call: a check for
@@ -16,10 +18,13 @@ import os
 from typing import Any
 
 import jax
+import jax.tree_util as jtu
 
 from .._errors import StaleProgramError
+from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 from ._fingerprint import param_key, TRACE_ONLY
+from ._outputs import Mixed
 from ._token import Detach, real_token
 
 
@@ -30,6 +35,16 @@ MSG_STALE = (
     "its key does not see (a library function monkeypatched, a global read through `globals()`, "
     "an object changed through a C extension). Pass what changes as an argument, or call "
     "`es.clear_caches()` after the change."
+)
+
+
+MSG_STALE_OUTPUT = (
+    "`{name}` reused a compiled program whose output no longer matches what the call returns "
+    "(verify mode): traced again with the objects of this call, its non-array output at "
+    "`{path}` is {new}, where the program returns {old} from its trace. Something the trace "
+    "reads changed in a way its key does not see (library state, a global read through "
+    "`globals()`). Pass what changes as an argument, or call `es.clear_caches()` after the "
+    "change."
 )
 
 
@@ -98,7 +113,10 @@ def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: lis
     jaxprs = getattr(entry, "jaxprs", None)
     if jaxprs is None:
         jaxprs = entry.jaxprs = {}
-    jaxprs[_avals(donated, kept, fun_dynamic)] = _fingerprint(traced.jaxpr)
+    # `out_tree` is `_out_tree` on JAX 0.5.
+    out_tree = getattr(traced, "out_tree", None) or getattr(traced, "_out_tree", None)
+    outputs = _UNKNOWN if out_tree is None else _static_outputs(out_tree.node_data())
+    jaxprs[_avals(donated, kept, fun_dynamic)] = (_fingerprint(traced.jaxpr), outputs)
 
 
 def check(
@@ -119,18 +137,93 @@ def check(
         if expected is None:
             return
 
+    returned = []
+
     def replay(donated: list, kept: list, fun_dynamic: list) -> Any:
         fun = program.rebuild_fun(wrapper._fun_template, fun_dynamic)
         args, kwargs = entry.rebuild(donated, kept)
-        return program.split_output(fun(*args, **kwargs))
+        # As the program's body splits it, so that the same leaves are the call's own objects.
+        out = program.split_output(fun(*args, **kwargs), entry.template, wrapper._fun_template)
+        returned.append(out)
+        return out
 
     actual = _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+    expected, outputs = expected
     if not _same(expected, actual):
         raise StaleProgramError(
             MSG_STALE.format(
                 name=program.qualname, path=_path(wrapper, entry), what=_what(expected, actual)
             )
         )
+    if outputs is _UNKNOWN:
+        return
+    out = returned[-1] if returned else None
+    now = _static_outputs((Mixed, _flatten(out)) if type(out) is Mixed else None)
+    stale = _stale_output(outputs, now)
+    if stale is not None:
+        raise StaleProgramError(MSG_STALE_OUTPUT.format(name=program.qualname, **stale))
+
+
+# Where a JAX gives no output tree: the non-array outputs are not compared.
+_UNKNOWN = object()
+
+
+def _flatten(out: Mixed) -> tuple:
+    return (out.treedef, out.template, out.dyn_pos, out.sources)
+
+
+def _static_outputs(node: Any) -> Any:
+    """The non-array part of an output (from the root node of its tree: a `Mixed`'s node data),
+    or `None` for an output of arrays only."""
+    if node is None or node[0] is not Mixed:
+        return None
+    treedef, template, dyn_pos, sources = node[1]
+    return treedef, template, dyn_pos, sources
+
+
+def _stale_output(old: Any, new: Any) -> dict | None:
+    """Where the non-array output of the retrace (`new`) differs from the program's (`old`),
+    with both values in words; `None` where none does. A leaf is the same when it is the same
+    object, has the same `stable_key`, or is `==` with the same type (an object a trace makes
+    afresh, which identity alone would key)."""
+    if old is None and new is None:
+        return None
+    if old is None or new is None or old[0] != new[0] or old[2:] != new[2:]:
+        what = "another structure"
+        return {"path": "the output", "new": what, "old": "the traced one"}
+    treedef, old_leaves = old[0], old[1]
+    for i, (a, b) in enumerate(zip(old_leaves, new[1])):
+        if not _same_leaf(a, b):
+            return {"path": _output_path(treedef, i), "new": _show(b), "old": _show(a)}
+    return None
+
+
+def _same_leaf(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        if stable_key(a) == stable_key(b):
+            return True
+    except Exception:
+        pass
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _output_path(treedef: Any, i: int) -> str:
+    try:
+        paths = jtu.tree_flatten_with_path(treedef.unflatten(range(treedef.num_leaves)))[0]
+        return "output" + jtu.keystr(paths[i][0])
+    except Exception:
+        return f"output leaf {i}"
+
+
+def _show(x: Any) -> str:
+    text = repr(x)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"`{text}` ({type(x).__name__})"
 
 
 def _path(wrapper: Any, entry: Any) -> str:

@@ -15,7 +15,7 @@ from typing_extensions import ParamSpec
 from . import _verify
 from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
 from ._deleted import deleted_error
-from ._lowered import Lowered
+from ._lowered import Lowered, lowered_miss
 from ._lru import sizes
 from ._program import Program
 from ._reuse import detached, detached_token, slow_call, traced_program
@@ -253,7 +253,11 @@ class _JitWrapper(Generic[_P, _T]):
         elif type(token) is Split:
             token = token.own
         previous = current.call
-        current.call = Call(program, self, args, kwargs, entry, True)
+        current.call = call = Call(program, self, args, kwargs, entry, True)
+        # A trace `.lower()` makes is a miss like a call's (counted, guarded by `max_traces`, as
+        # `equinox.debug.assert_max_traces` counts it); one JAX's trace cache serves is none.
+        call.aot = True
+        call.notify = False
         try:
             try:
                 lowered = token.jitted.lower(donated, kept, self._dynamic, token)
@@ -262,12 +266,14 @@ class _JitWrapper(Generic[_P, _T]):
                 lowered = token.jitted.lower(donated, kept, self._dynamic, token)
         finally:
             current.call = previous
+        if call.committed and call.miss is not None:
+            lowered_miss(call, program, entry)
         # Lowering traced the function: what it changed in itself then is not a later change.
         state.resnapshot()
         program.cache.rekey(entry)
         # A program that calls Python while it runs serves only these objects (`_pinned.py`).
         traced_program(program, entry, token, state.parts, donated, kept, self._dynamic)
-        return Lowered(lowered, self, entry)
+        return Lowered(lowered, self, entry, call.committed)
 
     def cache_info(self) -> CacheInfo:
         """The wrapper's counters, in the shape of `functools.lru_cache`'s:

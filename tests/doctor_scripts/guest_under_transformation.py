@@ -1,7 +1,7 @@
 """A call that ran a program compiled for an equal trace (a guest, no compile) and is then
 called under `jax.grad`, as a solver is called with a rebuilt operator and then differentiated
-through. A guest under a transformation detaches and traces under a token of its own, even for
-types JAX traced before: a miss that the prediction must count as `--stabilize` makes it."""
+through. A guest under a transformation detaches to the token of its own first trace, which JAX
+still holds: no new trace (attack 9b-06), as the prediction must count it."""
 
 import equinox as eqx
 import jax
@@ -24,7 +24,7 @@ x = jnp.ones(3)
 f1, f2 = make(), make()
 print(solve(f1, x))
 print(solve(f2, x))
-# The guest under a transformation: traced again, under its own token.
+# The guest under a transformation: its own first trace, under its own token (no trace).
 print(jax.grad(lambda v: solve(f2, v).sum())(x))
 # At top level again: the first compile of what the transformed call traced is no miss.
 print(solve(f2, x))
