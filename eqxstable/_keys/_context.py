@@ -321,7 +321,7 @@ def past_budget(items: Any, ctx: Ctx) -> bool:
     """Whether `items` holds more distinct containers (each walked as one object) than the
     budget has left: a walk of them would run out of it."""
     left = MAX_OBJECTS - ctx.stack.walked
-    if len(items) <= left or not _CONTAINERS.intersection(map(type, items)):
+    if len(items) <= left or _CONTAINERS.isdisjoint(map(id, map(type, items))):
         return False
     return len({id(x) for x in items if id(type(x)) in _CONTAINERS}) > left
 

@@ -176,7 +176,7 @@ def numbered(parts: Any) -> bool:
                     return False
         elif type(node) is not frozenset:
             continue
-        types = set(map(type, node))
+        types = set(map(id, map(type, node)))
         if not types <= _ATOMS:
             stack.extend(node)
     return all(n in defined for n in named)
