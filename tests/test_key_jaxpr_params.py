@@ -98,3 +98,49 @@ def test_a_custom_vjp_rule_of_the_users_is_keyed_by_what_it_reads():
     finally:
         SCALE = 1.0
     assert es.stable_key(closed) == before
+
+
+class _Holder:
+    """An object of a kind no row of the parameter allowlist names."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+_echo = jcore.Primitive("eqxstable_test_echo")
+_echo.def_abstract_eval(lambda x, **params: x)
+
+
+def _bound(**params):
+    return jax.make_jaxpr(lambda x: _echo.bind(x, **params))(jnp.ones(2))
+
+
+def test_a_parameter_of_an_unknown_kind_is_itself_never_walked():
+    holder = _Holder([1, 2])
+    key, watch = compute(_bound(obj=holder))
+    assert key is not None
+    watched = {type(h) for h, _, _ in watch.states}
+    # Neither the object nor what it holds is walked or watched.
+    assert _Holder not in watched and list not in watched, watched
+    # Two equal-looking objects are two keys; the same object is one.
+    assert es.stable_key(_bound(obj=holder)) == es.stable_key(_bound(obj=holder))
+    assert es.stable_key(_bound(obj=holder)) != es.stable_key(_bound(obj=_Holder([1, 2])))
+
+
+def test_parameters_of_value_kinds_are_keyed_by_value():
+    def fn(x):
+        return x + 1
+
+    def other(x):
+        return x + 2
+
+    one = _bound(fn=fn, dims=((0,), (1,)), dtype=jnp.dtype("float32"), name="a")
+    again = _bound(fn=fn, dims=((0,), (1,)), dtype=jnp.dtype("float32"), name="a")
+    assert es.stable_key(one) == es.stable_key(again)
+    for changed in (
+        _bound(fn=other, dims=((0,), (1,)), dtype=jnp.dtype("float32"), name="a"),
+        _bound(fn=fn, dims=((0,), (2,)), dtype=jnp.dtype("float32"), name="a"),
+        _bound(fn=fn, dims=((0,), (1,)), dtype=jnp.dtype("float16"), name="a"),
+        _bound(fn=fn, dims=((0,), (1,)), dtype=jnp.dtype("float32"), name="b"),
+    ):
+        assert es.stable_key(changed) != es.stable_key(one)

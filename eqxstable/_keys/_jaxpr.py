@@ -19,23 +19,24 @@ JAX runs from it:
   here, never by the key function's `==`; an array by its dtype, shape and bytes;
 - the jaxpr's effects; a `ClosedJaxpr`'s constants by dtype, shape and bytes.
 
-Left out, as they never change what runs: source locations and debug info (names of arguments
-and results). An equation's parameter is keyed by value (by `key_of`) only where its kind is on
-the allowlist of values (`_param`: jaxprs, tuples, scalars, strings, dtypes, enum members, Python
-functions, NamedTuples of values, `eqx.Module`s, JAX's own hashable values); anything else (a
-`custom_jvp`'s or `custom_vjp`'s rule, a JAX `WrappedFun` that may hold the live trace that made
-the jaxpr; a callback's wrapper) is itself, never walked, with the keys layer's identity
-(`opaque`); a `WrappedFun` over a user's function (a `custom_vjp`'s `bwd`) with that function's
-key beside. JAX makes such rules afresh on every trace, so a jaxpr holding one (e.g.
-`jax.nn.relu`) may only ever equal itself: a recompile, never a wrong answer. Jaxprs are immutable by JAX's own convention (JAX caches on them by identity), so a
-key computed once stays valid, with one exception: a NumPy literal or constant may be the user's
-own array, held by reference, which the user may write; the keys layer watches such an array
-and never substitutes a jaxpr holding one (`changeable`, `may_change`). Anything unexpected (an
-unknown variable, an unreadable constant) gives `None`: the caller then falls back to identity,
-which is always safe.
+Left out, as they never change what runs: source locations and debug info (names of arguments and
+results). An equation's parameter is keyed by value (by `key_of`) only where its kind is on the
+allowlist of values (`_param`: jaxprs, tuples, scalars, strings, dtypes, enum members, Python
+functions, partials, methods, NamedTuples of values, `eqx.Module`s, JAX's own hashable values);
+anything else (a `custom_jvp`'s or `custom_vjp`'s rule, a JAX `WrappedFun` that may hold the live
+trace that made the jaxpr; a callback's wrapper) is itself, never walked, with the keys layer's
+identity (`opaque`); a `WrappedFun` over a user's function (a `custom_vjp`'s `bwd`) with that
+function's key beside. JAX makes such rules afresh on every trace, so a jaxpr holding one (e.g.
+`jax.nn.relu`) may only ever equal itself: a recompile, never a wrong answer. Jaxprs are immutable
+by JAX's own convention (JAX caches on them by identity), so a key computed once stays valid, with
+one exception: a NumPy literal or constant may be the user's own array, held by reference, which the
+user may write; the keys layer watches such an array and never substitutes a jaxpr holding one
+(`changeable`, `may_change`). Anything unexpected (an unknown variable, an unreadable constant)
+gives `None`: the caller then falls back to identity, which is always safe.
 """
 
 import enum
+import functools
 import hashlib
 import struct
 import types
@@ -290,7 +291,20 @@ def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Has
 
 # Kinds of parameter keyed by value (by `key_of`, which keys them by the keys layer's rules): the
 # allowlist. Exact tuples and jaxprs are keyed item by item in `_param` itself.
-_VALUE_PARAMS = (str, bytes, type(None), np.dtype, np.generic, enum.Enum, types.FunctionType)
+_VALUE_PARAMS = (
+    str,
+    bytes,
+    type(None),
+    np.dtype,
+    np.generic,
+    enum.Enum,
+    # Callables by the contract's rule for them (`K-function`, `K-partial`, `K-method`): a
+    # lineax operator's functions in an Equinox primitive's static parameter.
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    functools.partial,
+)
 
 
 def _value_param(value: Any) -> bool:
