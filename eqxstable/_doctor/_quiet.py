@@ -46,7 +46,8 @@ def _refuse_user_code(frame: Any, event: str, arg: Any) -> None:
         )
     if not ok:
         # Raised from the profile hook at the call event: the script's function never starts.
-        raise UserCodeRefused(code.co_qualname)
+        # Python 3.10's code objects have no `co_qualname`: its name alone there.
+        raise UserCodeRefused(getattr(code, "co_qualname", code.co_name))
 
 
 MSG_REFUSED = (
