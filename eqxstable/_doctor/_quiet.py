@@ -8,6 +8,11 @@ from typing import Any
 from .._keys._origin import library_code
 
 
+try:  # cProfile's C profiler (CPython's; another interpreter may have none).
+    from _lsprof import Profiler as _LSPROF
+except ImportError:  # pragma: no cover
+    _LSPROF = ()
+
 _IGNORE = ("ignore", None, Warning, None, 0)
 
 
@@ -41,7 +46,8 @@ def _refuse_user_code(frame: Any, event: str, arg: Any) -> None:
         )
     if not ok:
         # Raised from the profile hook at the call event: the script's function never starts.
-        raise UserCodeRefused(code.co_qualname)
+        # Python 3.10's code objects have no `co_qualname`: its name alone there.
+        raise UserCodeRefused(getattr(code, "co_qualname", code.co_name))
 
 
 MSG_REFUSED = (
@@ -65,16 +71,32 @@ class _Quiet:
     bumps the filters' version, after which warnings the script has already seen once are shown
     again. An "ignore" filter swapped in and out leaves no trace in the warning registries."""
 
-    __slots__ = ("saved", "profile")
+    __slots__ = ("saved", "profile", "swapped")
 
     def __enter__(self) -> None:
         self.saved = warnings.filters
         warnings.filters = [_IGNORE]  # pyright: ignore[reportAttributeAccessIssue]
-        self.profile = sys.getprofile()
-        sys.setprofile(_refuse_user_code)
+        self.profile = profile = sys.getprofile()
+        # The hook is swapped in only where the profiler in place can be given back: none, a
+        # Python-level hook (`sys.setprofile(f)`), or cProfile's C profiler, which
+        # `sys.getprofile()` shows as the `Profile` object itself (Python 3.10, 3.11; from 3.12
+        # cProfile uses `sys.monitoring` and is not in the way). Another C profiler, which
+        # Python cannot install again, is left running, and user code goes unrefused.
+        self.swapped = profile is None or callable(profile) or isinstance(profile, _LSPROF)
+        if self.swapped:
+            sys.setprofile(_refuse_user_code)
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(self.profile)
+        if self.swapped:
+            profile = self.profile
+            if isinstance(profile, _LSPROF):
+                # `sys.setprofile(profiler)` would install it as a Python hook, to be called
+                # with each frame (a `TypeError`): its own `enable()` installs its C hook again
+                # (with the default `subcalls` and `builtins`, as `python -m cProfile` runs).
+                sys.setprofile(None)
+                profile.enable()
+            else:
+                sys.setprofile(profile)
         warnings.filters = self.saved  # pyright: ignore[reportAttributeAccessIssue]
 
 

@@ -19,28 +19,36 @@ JAX runs from it:
   here, never by the key function's `==`; an array by its dtype, shape and bytes;
 - the jaxpr's effects; a `ClosedJaxpr`'s constants by dtype, shape and bytes.
 
-Left out, as they never change what runs: source locations and debug info (names of arguments
-and results). A parameter that is itself a Python callable (a `custom_jvp`'s rule, a callback's
-function) is keyed by `key_of` like any value; JAX makes some of those afresh on every trace, so a
-jaxpr holding one (e.g. `jax.nn.relu`) may only ever equal itself: a recompile, never a wrong
-answer. Jaxprs are immutable by JAX's own convention (JAX caches on them by identity), so a
-key computed once stays valid, with one exception: a NumPy literal or constant may be the user's
-own array, held by reference, which the user may write; the keys layer watches such an array
-and never substitutes a jaxpr holding one (`changeable`, `may_change`). Anything unexpected (an
-unknown variable, an unreadable constant) gives `None`: the caller then falls back to identity,
-which is always safe.
+Left out, as they never change what runs: source locations and debug info (names of arguments and
+results). An equation's parameter is keyed by value (by `key_of`) only where its kind is on the
+allowlist of values (`_param`: jaxprs, tuples, scalars, strings, dtypes, enum members, Python
+functions, partials, methods, NamedTuples of values, `eqx.Module`s, JAX's own hashable values);
+anything else (a `custom_jvp`'s or `custom_vjp`'s rule, a JAX `WrappedFun` that may hold the live
+trace that made the jaxpr; a callback's wrapper) is itself, never walked, with the keys layer's
+identity (`opaque`); a `WrappedFun` over a user's function (a `custom_vjp`'s `bwd`) with that
+function's key beside. JAX makes such rules afresh on every trace, so a jaxpr holding one (e.g.
+`jax.nn.relu`) may only ever equal itself: a recompile, never a wrong answer. Jaxprs are immutable
+by JAX's own convention (JAX caches on them by identity), so a key computed once stays valid, with
+one exception: a NumPy literal or constant may be the user's own array, held by reference, which the
+user may write; the keys layer watches such an array and never substitutes a jaxpr holding one
+(`changeable`, `may_change`). Anything unexpected (an unknown variable, an unreadable constant)
+gives `None`: the caller then falls back to identity, which is always safe.
 """
 
 import enum
+import functools
 import hashlib
 import struct
+import types
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 from jax.extend import core as jcore
 
+from ._origin import library_class, library_code
 from ._per_class import PerClass, type_ids
 
 
@@ -64,6 +72,7 @@ def jaxpr_key(
     ignore: frozenset = frozenset(),
     memo: dict | None = None,
     changeable: Callable[[Any, bytes], None] | None = None,
+    opaque: Callable[[Any], Hashable] | None = None,
 ) -> Hashable | None:
     """The value key of a `Jaxpr` or `ClosedJaxpr`, or `None` for anything else (or a jaxpr
     that cannot be keyed by value).
@@ -92,7 +101,7 @@ def jaxpr_key(
     if not isinstance(obj, (_JAXPR, _CLOSED)):
         return None
     try:
-        return _key(obj, key_of, (ignore, {} if memo is None else memo, changeable))
+        return _key(obj, key_of, (ignore, {} if memo is None else memo, changeable, opaque))
     except _Unkeyable:
         return None
 
@@ -115,7 +124,7 @@ def _uncached_key(obj: Any, key_of: Callable[[Any], Hashable], options: tuple) -
 
 
 def _jaxpr(jaxpr: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
-    ignore, memo, changeable = options
+    ignore, memo, changeable, _ = options
     positions: dict[int, int] = {}
 
     def bind(var: Any) -> Hashable:
@@ -251,17 +260,91 @@ def _aval(aval: Any, key_of: Callable[[Any], Hashable], depth: int = 0) -> Hasha
 
 
 def _param(value: Any, key_of: Callable[[Any], Hashable], options: tuple) -> Hashable:
+    """An equation's parameter, keyed by value only where its kind is known to be a value
+    (`_value_param`); anything else (a `WrappedFun`, a callback's wrapper, an object of a class
+    this does not know) by `opaque`, this very object, never walked. JAX makes such objects
+    while it traces, and they may hold the live trace itself (a `custom_jvp`'s rule is a thunk
+    over the `DynamicJaxprTrace` that made the jaxpr): walking them is slow, and what they hold
+    is JAX's business, not the program's value."""
     # Sub-jaxprs (of `pjit`, `cond`, `scan`, `custom_jvp_call`...) are keyed here, whether or not
     # `key_of` knows about jaxprs; they sit directly in a parameter or in a tuple of them.
     if isinstance(value, (_JAXPR, _CLOSED)):
         return ("sub", _key(value, key_of, options))
-    if type(value) is tuple and any(isinstance(v, (_JAXPR, _CLOSED)) for v in value):
-        return ("subs", tuple(_param(v, key_of, options) for v in value))
+    if type(value) is tuple:
+        return ("tuple", tuple(_param(v, key_of, options) for v in value))
     # A parameter holding a Python scalar (a fill value, a bound) by its bits, as a literal.
     scalar = _scalar(value, key_of)
     if scalar is not None:
         return scalar
-    return key_of(value)
+    opaque = options[3]
+    if opaque is None or _value_param(value):
+        return key_of(value)
+    if _WRAPPED_FUN is not None and type(value) is _WRAPPED_FUN:
+        # A transformation rule (`jvp_jaxpr_fun`, `fwd_jaxpr_thunk`, `bwd`): itself, and the
+        # function it wraps (`.f`, in JAX 0.5.3 as in 0.10) where that is the user's own (a
+        # `custom_vjp`'s `bwd`, run at every transpose: the globals it reads are in its key).
+        # JAX's own thunks (the memoised JVP of a `custom_jvp`, traced once per object) hold
+        # the trace that made them: not walked.
+        wrapped = getattr(value, "f", None)
+        user = type(wrapped) is types.FunctionType and not library_code(wrapped.__code__)
+        return ("wrapped fun", opaque(value), key_of(wrapped) if user else None)
+    return ("opaque", opaque(value))
+
+
+# Kinds of parameter keyed by value (by `key_of`, which keys them by the keys layer's rules): the
+# allowlist. Exact tuples and jaxprs are keyed item by item in `_param` itself.
+_VALUE_PARAMS = (
+    str,
+    bytes,
+    type(None),
+    np.dtype,
+    np.generic,
+    enum.Enum,
+    # Callables by the contract's rule for them (`K-function`, `K-partial`, `K-method`): a
+    # lineax operator's functions in an Equinox primitive's static parameter.
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    functools.partial,
+)
+
+
+def _value_param(value: Any) -> bool:
+    t = type(value)
+    if isinstance(value, _VALUE_PARAMS) or id(t) in _VALUE_TYPES:
+        return True
+    if isinstance(value, tuple):
+        # A NamedTuple of JAX's (`ConvDimensionNumbers`, `GatherDimensionNumbers`) or a
+        # `PartitionSpec`: a value when all it holds is.
+        return all(isinstance(v, (_JAXPR, _CLOSED)) or _value_param(v) for v in value)
+    if isinstance(value, eqx.Module):
+        return True  # Keyed by its fields, as a static argument is (`K-frozen-dataclass`).
+    known = _JAX_VALUE_TYPES.get(id(t))
+    if known is None:
+        # JAX's own immutable values (abstract values, shardings, meshes, layouts, effects,
+        # tree structures): hashable, no function, no array. JAX's by where its code lives
+        # (`library_class`), not only by the `__module__` a user's class may claim.
+        module = getattr(t, "__module__", "") or ""
+        known = (
+            (module == "jax" or module.startswith(("jax.", "jaxlib")))
+            and library_class(t)
+            and not callable(value)
+            and not isinstance(value, jax.Array)
+            and getattr(t, "__hash__", None) is not None
+            and t is not _WRAPPED_FUN
+        )
+        _JAX_VALUE_TYPES.put(t, known)
+    return known
+
+
+# By the types' identities (`type_ids`), and per class held weakly (`PerClass`): a user's
+# metaclass may call its class equal to one of these.
+_VALUE_TYPES = type_ids((jax.tree_util.PyTreeDef, frozenset))
+_JAX_VALUE_TYPES: PerClass[bool] = PerClass()
+try:  # The class of a transformation rule's thunk (`jax.extend` has it from JAX 0.4.14).
+    from jax.extend.linear_util import WrappedFun as _WRAPPED_FUN
+except ImportError:  # pragma: no cover
+    _WRAPPED_FUN = None
 
 
 # `(dtype.str, dtype.name)` by the dtype's identity, held with it: NumPy computes `name` in Python

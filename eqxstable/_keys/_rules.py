@@ -72,7 +72,14 @@ def _jaxpr(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             return _primitive(x, ctx, primitives)
         return key(x, ctx, False)
 
-    k = jaxpr_key(obj, key_of, changeable=lambda a, data: _changeable(a, data, ctx))
+    # A parameter of a kind not known to be a value (a `custom_jvp`'s rule, which may hold the
+    # live trace that made the jaxpr) is this very object, never walked (`_jaxpr._param`).
+    k = jaxpr_key(
+        obj,
+        key_of,
+        changeable=lambda a, data: _changeable(a, data, ctx),
+        opaque=lambda x: identity(x, ctx),
+    )
     return identity(obj, ctx) if k is None else ("jaxpr", k)
 
 
