@@ -107,3 +107,22 @@ def compiles() -> Iterator[CompileLog]:
     _reuse.clear()
     with _compile_log() as log:
         yield log
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The objects walked by each walk the keys layer's `top` makes (one per start of a key
+    computation), in order: a count of work, never seconds."""
+    from eqxstable._keys import _context
+
+    counts: list[int] = []
+    walk = _context._walk
+
+    def counted(obj, ctx, content_ok):
+        try:
+            return walk(obj, ctx, content_ok)
+        finally:
+            counts.append(ctx.stack.walked)
+
+    monkeypatch.setattr(_context, "_walk", counted)
+    return counts

@@ -198,3 +198,20 @@ def jax_explains_static_arguments() -> bool:
     finally:
         logger.removeHandler(handler)
     return any("Static(" in m for m in messages)
+
+
+def started_walks(monkeypatch: Any) -> list:
+    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
+    counts the objects it walked. A count of work, not seconds: a time limit fails on a loaded
+    machine and passes a slow rule on a fast one."""
+    from eqxstable._keys import _context, _numbering
+
+    walks = []
+
+    class Counting(_numbering.Walk):
+        def __init__(self) -> None:
+            super().__init__()
+            walks.append(self)
+
+    monkeypatch.setattr(_context, "Walk", Counting)
+    return walks

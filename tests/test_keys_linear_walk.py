@@ -18,22 +18,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _context, _numbering, compute, too_many_objects
+from eqxstable._keys import compute, too_many_objects
 
-
-def _walks(monkeypatch: Any) -> list:
-    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
-    counts the objects it walked. A count of work, not seconds: a time limit fails on a loaded
-    machine and passes a slow rule on a fast one."""
-    walks = []
-
-    class Counting(_numbering.Walk):
-        def __init__(self) -> None:
-            super().__init__()
-            walks.append(self)
-
-    monkeypatch.setattr(_context, "Walk", Counting)
-    return walks
+from .helpers import started_walks
 
 
 def _chain(depth: int, leaf: Any = 0.5, box: Any = lambda v, n: (v, n)) -> Any:
@@ -140,7 +127,7 @@ def test_functions_reaching_each_other_cost_what_they_are(tmp_path, monkeypatch)
     # 40 functions: about 10**8 paths, 40 objects. Walked by path, the key ran past the budget,
     # was equal to nothing and every call traced again.
     module = _write_module(tmp_path, "eqxstable_linear_walk_fib", 40)
-    walks = _walks(monkeypatch)
+    walks = started_walks(monkeypatch)
     key, watch = compute(module.f0)
     # Each function (and what it holds) walked once: linear in the 40, never in the paths.
     assert 40 <= sum(w.walked for w in walks) <= 10 * 40
@@ -244,7 +231,7 @@ def test_a_shared_tower_stays_fast(monkeypatch):
     node: list = []
     for _ in range(30):
         node = [node, node]
-    walks = _walks(monkeypatch)
+    walks = started_walks(monkeypatch)
     key, watch = compute(lambda x: (x, node))
     # Each list walked once (and the function): never once per path.
     assert 31 <= sum(w.walked for w in walks) <= 2 * 31

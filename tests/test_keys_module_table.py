@@ -10,29 +10,15 @@ by a name computed at run time): the reader is keyed as a reader of `os.getenv` 
 equal to nothing that the same reader keeps through the memo."""
 
 import sys
-from typing import Any
 
 import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
-from eqxstable._keys import _context, _numbering, compute, stable_key
+from eqxstable._keys import compute, stable_key
 from eqxstable._keys._context import Ctx, top
 
-
-def _walks(monkeypatch: Any) -> list:
-    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
-    counts the objects it walked. A count of work, not seconds: a time limit fails on a loaded
-    machine and passes a slow rule on a fast one."""
-    walks = []
-
-    class Counting(_numbering.Walk):
-        def __init__(self) -> None:
-            super().__init__()
-            walks.append(self)
-
-    monkeypatch.setattr(_context, "Walk", Counting)
-    return walks
+from .helpers import started_walks
 
 
 SCALE = 2.0
@@ -73,7 +59,7 @@ def test_a_reader_of_the_module_table_hits_while_the_script_rebinds_its_globals(
 
     jitted = es.filter_jit(f)
     assert float(jitted(jnp.float32(1.5))) == 3.0
-    walks = _walks(monkeypatch)
+    walks = started_walks(monkeypatch)
     for step in range(20):
         # A global of this module rebound each step, as a training loop's variable is in
         # `__main__`: the module's dict changes, and the reader does not read it.

@@ -11,28 +11,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _context, compute, too_many_objects
+from eqxstable._keys import compute, too_many_objects
 from eqxstable._keys._context import TOO_MANY
 
 
 # Past a budget of 2,000 objects (`small_budget`).
 _N = 2_010
-
-
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The objects walked by each walk `top` makes (one per start), as a list per key."""
-    counts: list[int] = []
-    walk = _context._walk
-
-    def counted(obj, ctx, content_ok):
-        try:
-            return walk(obj, ctx, content_ok)
-        finally:
-            counts.append(ctx.stack.walked)
-
-    monkeypatch.setattr(_context, "_walk", counted)
-    return counts
 
 
 def _reader(vocab: list):

@@ -23,22 +23,6 @@ class Record:
         self.i = i
 
 
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The objects walked by each walk `top` makes (one per start)."""
-    counts: list[int] = []
-    walk = _context._walk
-
-    def counted(obj, ctx, content_ok):
-        try:
-            return walk(obj, ctx, content_ok)
-        finally:
-            counts.append(ctx.stack.walked)
-
-    monkeypatch.setattr(_context, "_walk", counted)
-    return counts
-
-
 def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk as it was: no scan before walking a big list or tuple."""
     monkeypatch.setattr(_context, "run_out", lambda items, ctx: None)

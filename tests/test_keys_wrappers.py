@@ -8,7 +8,6 @@ import builtins
 import contextlib
 import functools as ft
 import operator
-from typing import Any
 
 import jax.numpy as jnp
 import jax.tree_util as jtu
@@ -17,22 +16,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _context, _numbering
 
-
-def _walks(monkeypatch: Any) -> list:
-    """The walk (`_numbering.Walk`) of each key computation started from now on: its `walked`
-    counts the objects it walked. A count of work, not seconds: a time limit fails on a loaded
-    machine and passes a slow rule on a fast one."""
-    walks = []
-
-    class Counting(_numbering.Walk):
-        def __init__(self) -> None:
-            super().__init__()
-            walks.append(self)
-
-    monkeypatch.setattr(_context, "Walk", Counting)
-    return walks
+from .helpers import started_walks
 
 
 DESCENDING = False
@@ -174,7 +159,7 @@ def test_mocks_are_never_walked(monkeypatch):
 
     for make in (mock.MagicMock, mock.Mock):
         m = make()
-        walks = _walks(monkeypatch)
+        walks = started_walks(monkeypatch)
         k = es.stable_key(m)
         # Nothing of it walked (walked, it is one object per attribute asked, past the budget).
         assert sum(w.walked for w in walks) == 0
