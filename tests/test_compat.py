@@ -148,11 +148,14 @@ def test_a_converted_static_is_made_canonical_where_equinox_stores_it():
 
     m = Sizes((1, 2))
     assert type(m.__dict__["sizes"]) is Static and m.sizes == [1, 2]
-    # A static list reads back as a fresh plain copy (`_module/_plain.py`): a change to it stays
-    # on the copy, and the module keeps its canonical value.
+    # A static list reads back as one plain copy per module (`_module/_handed.py`): the next read
+    # refuses a change to it, and the module keeps its canonical value.
     read = m.sizes
-    assert type(read) is list
+    assert type(read) is list and m.sizes is read
     read.append(3)
+    with pytest.raises(TypeError, match="changed in place"):
+        m.sizes  # noqa: B018
+    read.pop()
     assert m.sizes == [1, 2]
 
 

@@ -75,6 +75,8 @@ def test_two_traces(jit):
 """
 
 
+# Counts traces: verify mode, which the in-process run inherits, traces every hit again.
+@pytest.mark.counts_traces
 def test_max_traces_counts_no_gradient_compiles(pytester: pytest.Pytester):
     # Attack 9b-07: a gradient of an `equinox.filter_jit` or `jax.jit` function traced once
     # compiles JAX's derived programs, which the marker counted as traces and failed the test.

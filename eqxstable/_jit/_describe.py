@@ -176,9 +176,10 @@ def _is_named(part: Any) -> bool:
 
 
 def _class_of(head: Any) -> Any:
-    """The class a container's key starts with: the class, or a user's subclass keyed as a class
-    (`("class", Namespace(cls), ...)`)."""
-    if type(head) is tuple and len(head) > 1 and head[0] == "class":
+    """The class a container's key starts with: the class, a user's subclass keyed as a class
+    (`("class", Namespace(cls), ...)`), or a library class keyed with its pytree registry entry
+    (`("library-class", Namespace(cls), ...)`, `_keys/_registries.py`)."""
+    if type(head) is tuple and len(head) > 1 and head[0] in ("class", "library-class"):
         cls = getattr(head[1], "obj", None)
         return cls if isinstance(cls, type) else head
     return head

@@ -63,7 +63,7 @@ def _rebuild(spec: tuple, dynamic: Any) -> Any:
     for i, x in zip(dyn_pos, dynamic):
         leaves[i] = x
     if sources:
-        _put_back(leaves, sources)
+        put_back(leaves, sources)
     return treedef.unflatten(leaves)
 
 
@@ -74,7 +74,7 @@ def _flatten_mixed(m: Mixed) -> tuple:
 jtu.register_pytree_node(Mixed, _flatten_mixed, _rebuild)
 
 
-def _put_back(leaves: list, sources: tuple) -> None:
+def put_back(leaves: list, sources: tuple) -> None:
     """The current call's objects at the output positions its trace took from its inputs: its
     own arguments' leaves, and its wrapper's function's."""
     inputs = getattr(_served, "inputs", None)

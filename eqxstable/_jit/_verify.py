@@ -24,7 +24,7 @@ from .._errors import StaleProgramError
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 from ._fingerprint import param_key, TRACE_ONLY
-from ._outputs import Mixed
+from ._outputs import Mixed, put_back
 from ._token import Detach, real_token
 
 
@@ -188,14 +188,28 @@ def _stale_output(old: Any, new: Any) -> dict | None:
     afresh, which identity alone would key)."""
     if old is None and new is None:
         return None
-    if old is None or new is None or old[0] != new[0] or old[2:] != new[2:]:
+    if old is None or new is None or old[0] != new[0] or old[2] != new[2]:
         what = "another structure"
         return {"path": "the output", "new": what, "old": "the traced one"}
-    treedef, old_leaves = old[0], old[1]
-    for i, (a, b) in enumerate(zip(old_leaves, new[1])):
+    # Each with the leaves it takes from the inputs put back as the current call's objects (as
+    # the program's output is served): a leaf one trace took from an input, and the other holds
+    # as that very object, is the same output.
+    treedef, old_leaves, new_leaves = old[0], _resolved(old), _resolved(new)
+    for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
         if not _same_leaf(a, b):
             return {"path": _output_path(treedef, i), "new": _show(b), "old": _show(a)}
     return None
+
+
+def _resolved(outputs: tuple) -> list:
+    """The non-array output leaves, those taken from the inputs as the current call's objects."""
+    leaves = list(outputs[1])
+    if outputs[3]:
+        try:
+            put_back(leaves, outputs[3])
+        except RuntimeError:  # No call to take them from: compared as recorded.
+            pass
+    return leaves
 
 
 def _same_leaf(a: Any, b: Any) -> bool:
