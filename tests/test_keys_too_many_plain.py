@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
+from eqxstable._jit._fingerprint import AVAILABLE as FINGERPRINTS
 from eqxstable._keys import _context, _values, clear, too_many_objects
 
 
@@ -97,7 +98,8 @@ def test_the_miss_says_too_many_objects_and_reuses_the_program():
     # Its key equals nothing: it traces again (sound), yet the same jaxpr reuses the program.
     assert traces == 2
     info = f.cache_info()
-    assert info.compiles == 1
+    # (A JAX without reuse by fingerprint, the floor's, compiles each trace.)
+    assert info.compiles == (1 if FINGERPRINTS else 2)
     miss = f.misses[-1]
     assert miss.kind == "identity"
     assert "too many objects" in miss.reason
