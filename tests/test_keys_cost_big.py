@@ -16,6 +16,8 @@ import eqxstable as es
 from eqxstable._keys import _mutable, _scalars, _values, clear, compute, too_many_objects
 from eqxstable._keys._context import frozen_scalars, MAX_OBJECTS
 
+from .helpers import started_walks
+
 
 class _Record:
     def __init__(self, v: int):
@@ -302,16 +304,7 @@ def test_a_stable_module_with_a_big_static_vocabulary_hits(monkeypatch):
     f(m, jnp.float32(1.0))
     # A hit keys nothing again: no key computation (a `Walk`) starts, where each hit keyed the
     # 100,000 words before. Counted, not timed (a time limit fails on a loaded machine).
-    from eqxstable._keys import _context, _numbering
-
-    walks = []
-
-    class Counting(_numbering.Walk):
-        def __init__(self) -> None:
-            super().__init__()
-            walks.append(self)
-
-    monkeypatch.setattr(_context, "Walk", Counting)
+    walks = started_walks(monkeypatch)
     for _ in range(3):
         assert float(f(m, jnp.float32(1.0))) == 100_000
     assert walks == []
