@@ -33,6 +33,7 @@ from pathlib import Path
 MODULES = (
     "eqxstable/_keys/_types.py",
     "eqxstable/_keys/_origin.py",
+    "eqxstable/_keys/_pure.py",
     "eqxstable/_keys/_code.py",
     "eqxstable/_keys/_enclosing.py",
     "eqxstable/_keys/_cells.py",

@@ -262,7 +262,7 @@ def test_readers_of_the_allowlist_still_share_one_key(name):
     ["os.getenv", "np.get_printoptions", "np.random.rand", "np.load", "np.save", "jnp.load"],
 )
 def test_the_allowlist_leaves_out_library_data_readers(name):
-    from eqxstable._keys._origin import pure_library
+    from eqxstable._keys._pure import pure_library
 
     module, attr = name.rsplit(".", 1)
     obj = getattr({"os": os, "np": np, "jnp": jnp, "np.random": np.random}[module], attr)
