@@ -39,6 +39,7 @@ MODULES = (
     "eqxstable/_keys/_cells.py",
     "eqxstable/_keys/_imports.py",
     "eqxstable/_keys/_context.py",
+    "eqxstable/_keys/_budget.py",
     "eqxstable/_keys/_numbering.py",
     "eqxstable/_keys/_frozen.py",
     "eqxstable/_keys/_memo.py",
