@@ -1,5 +1,5 @@
 """`K-impure-library`: a library callable is taken as constant *code*, but only the ones on the
-allowlist (`_origin.pure_library`) are known to compute from their arguments alone. A user's
+allowlist (`_pure.pure_library`) are known to compute from their arguments alone. A user's
 function that calls any other (`os.getenv`, `np.get_printoptions()`, a logger's level,
 `sys.getrecursionlimit()`, the global random state, `open`) reads library data no key sees, so
 it is identity-keyed: a rebuilt one traces again, as under `equinox.filter_jit`, and sees the
