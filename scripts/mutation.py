@@ -33,11 +33,13 @@ from pathlib import Path
 MODULES = (
     "eqxstable/_keys/_types.py",
     "eqxstable/_keys/_origin.py",
+    "eqxstable/_keys/_pure.py",
     "eqxstable/_keys/_code.py",
     "eqxstable/_keys/_enclosing.py",
     "eqxstable/_keys/_cells.py",
     "eqxstable/_keys/_imports.py",
     "eqxstable/_keys/_context.py",
+    "eqxstable/_keys/_budget.py",
     "eqxstable/_keys/_numbering.py",
     "eqxstable/_keys/_frozen.py",
     "eqxstable/_keys/_memo.py",

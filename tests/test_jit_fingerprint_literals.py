@@ -1,7 +1,7 @@
 """Literals in the fingerprint: a Python scalar in a jaxpr (JAX >= 0.8 makes it a `TypedFloat`,
-`TypedInt` or `TypedComplex`, whose `==` is the builtin's: `TypedFloat(-0.0) == TypedFloat(0.0)`)
-is keyed by its exact type, its bits and its dtype (`_keys/_jaxpr._scalar`), so that a function
-computing `1 / -0.0` never runs the program compiled for `1 / 0.0`, and a NaN with another
+`TypedInt` or `TypedComplex`, whose `==` is the builtin's: `TypedFloat(-0.0) == TypedFloat(0.0)`) is
+keyed by its exact type, its bits and its dtype (`_keys/_jaxpr_values.scalar_key`), so that a
+function computing `1 / -0.0` never runs the program compiled for `1 / 0.0`, and a NaN with another
 payload is another program. Every output is compared, bit for bit, with a fresh `jax.jit`."""
 
 import math

@@ -14,7 +14,7 @@ import pytest
 from jax.extend import core as jcore
 
 import eqxstable as es
-from eqxstable._keys._jaxpr import may_change
+from eqxstable._keys._jaxpr_values import may_change
 
 
 def _m():

@@ -1,5 +1,5 @@
 """`K-impure-library`: a library callable is taken as constant *code*, but only the ones on the
-allowlist (`_origin.pure_library`) are known to compute from their arguments alone. A user's
+allowlist (`_pure.pure_library`) are known to compute from their arguments alone. A user's
 function that calls any other (`os.getenv`, `np.get_printoptions()`, a logger's level,
 `sys.getrecursionlimit()`, the global random state, `open`) reads library data no key sees, so
 it is identity-keyed: a rebuilt one traces again, as under `equinox.filter_jit`, and sees the
@@ -262,7 +262,7 @@ def test_readers_of_the_allowlist_still_share_one_key(name):
     ["os.getenv", "np.get_printoptions", "np.random.rand", "np.load", "np.save", "jnp.load"],
 )
 def test_the_allowlist_leaves_out_library_data_readers(name):
-    from eqxstable._keys._origin import pure_library
+    from eqxstable._keys._pure import pure_library
 
     module, attr = name.rsplit(".", 1)
     obj = getattr({"os": os, "np": np, "jnp": jnp, "np.random": np.random}[module], attr)

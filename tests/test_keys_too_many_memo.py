@@ -1,4 +1,4 @@
-"""A big global vocabulary read by rebuilt closures (`K-too-deep`, `_context.big_container`,
+"""A big global vocabulary read by rebuilt closures (`K-too-deep`, `_budget.big_container`,
 `_frozen.recall_held`; attack round 8a, finding 12): each rebuilt reader of an unchanged list of
 200,000 pairs walked it up to the object budget, ran out, and started over to key it by its
 identity and its items' identities (1.5 s a reader). A container that holds more distinct

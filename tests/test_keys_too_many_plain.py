@@ -1,5 +1,5 @@
 """A function closing over more plain objects than the key's budget (`K-too-deep`,
-`_context.run_out`; attack round 9a, finding 02): its key equals nothing (nothing it holds could
+`_budget.run_out`; attack round 9a, finding 02): its key equals nothing (nothing it holds could
 be watched), and each keying walked 50,000 objects before giving up (17 s at every jitted call).
 A list or tuple holding more distinct plain objects than the budget has left now gives up after a
 scan of them, exactly where the walk would have run out; the jitted function's miss says that it
@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 from eqxstable._jit._fingerprint import AVAILABLE as FINGERPRINTS
-from eqxstable._keys import _context, _values, clear, too_many_objects
+from eqxstable._keys import _budget, _values, clear, too_many_objects
 
 
 # Past a budget of 2,000 objects (`small_budget`).
@@ -26,7 +26,7 @@ class Record:
 
 def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk as it was: no scan before walking a big list or tuple."""
-    monkeypatch.setattr(_context, "run_out", lambda items, ctx: None)
+    monkeypatch.setattr(_budget, "run_out", lambda items, ctx: None)
     monkeypatch.setattr(_values, "run_out", lambda items, ctx: None)
 
 

@@ -16,8 +16,9 @@ from ._classes import own_eq
 from ._context import compound, Ctx, identity, key
 from ._library_mutable import container, opaque
 from ._mutable import mutable
-from ._origin import library_code_object, library_constant, pure_library
+from ._origin import library_code_object, library_constant
 from ._per_class import type_ids
+from ._pure import pure_library
 from ._state import (
     added_state,
     class_part,

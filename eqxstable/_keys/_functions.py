@@ -16,7 +16,8 @@ from ._handles import handle
 from ._imports import imports
 from ._memo import recall
 from ._modules import IMPORT_MADE
-from ._origin import library_function, pure_library, SINGLEDISPATCH_CODE
+from ._origin import library_function, SINGLEDISPATCH_CODE
+from ._pure import pure_library
 from ._registries import dispatch_registry, singledispatch
 from ._state import dict_state, extra_attrs, impure_library, owns_data, unreadable
 from ._types import FunctionKey, Namespace

@@ -25,9 +25,9 @@ from ._origin import (
     library_code_object,
     library_constant,
     library_module,
-    pure_library,
 )
 from ._per_class import type_ids
+from ._pure import pure_library
 from ._state import impure_library, slots_of
 from ._types import Namespace
 from ._watch import MISSING, size

@@ -6,7 +6,8 @@ import types
 from typing import Any
 
 from ._context import compound, Ctx, key, too_deep
-from ._origin import library_module, pure_library
+from ._origin import library_module
+from ._pure import pure_library
 from ._state import dict_state, impure_library
 from ._types import Namespace
 

@@ -5,7 +5,8 @@ data, lists, dicts and sets by their contents alone."""
 import types
 from typing import Any
 
-from ._context import big_container, compound, Ctx, key
+from ._budget import big_container
+from ._context import compound, Ctx, key
 from ._origin import library_class
 from ._per_class import per_class, type_ids
 from ._scalars import scalar_run

@@ -84,9 +84,9 @@ def _jaxpr(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def _changeable(array: Any, data: bytes, ctx: Ctx) -> None:
-    # Keyed by its bytes (`_jaxpr._value`), as two jaxprs of one computation hold two arrays;
-    # watched, as `K-array-reached` is; and never substituted: an equal jaxpr elsewhere reads
-    # another array, which may be written later (`x * w` with `w` a 0-d array of the user's).
+    # Keyed by its bytes (`_jaxpr_values.value_key`), as two jaxprs of one computation hold two
+    # arrays; watched, as `K-array-reached` is; and never substituted: an equal jaxpr elsewhere
+    # reads another array, which may be written later (`x * w` with `w` a 0-d array of the user's).
     ctx.own_eq = True
     ctx.blobs.append((array, ArrayState(array, data)))
 

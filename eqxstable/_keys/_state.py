@@ -201,7 +201,7 @@ def unreadable(obj: Any, ctx: Ctx) -> Any:
 
 def impure_library(obj: Any, ctx: Ctx) -> Any:
     """`K-impure-library`: a library's callable or module that is not on the allowlist of those
-    computing from their arguments only (`_origin.pure_library`), reached by a reader (a user's
+    computing from their arguments only (`_pure.pure_library`), reached by a reader (a user's
     function loading it, a partial or a cell holding it). What it reads when called (`os.environ`
     through `os.getenv`, NumPy's print options, a logger's level, a global random state) is seen
     by no key: its reader gets a key equal to nothing, as with `unreadable`, and keeps it through
