@@ -10,6 +10,7 @@ recomputed, which is the authoritative answer (a global rebound to an equal valu
 """
 
 import operator
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -219,24 +220,38 @@ class ArrayState:
 
 def same_bytes(holder: Any, data: Any) -> bool:
     """Whether a watched buffer still holds `data`: a NumPy array (`ArrayState`) compared
-    byte for byte in C without a copy where it is contiguous (8 bytes at a time where it can),
-    with its shape and dtype; anything else by its `tobytes()`."""
+    byte for byte with its shape and dtype, in place where it is contiguous (`memcmp`, which
+    stops at the first difference, allocates nothing and runs without the GIL); anything else
+    by its `tobytes()`."""
     if type(data) is not ArrayState:
         return holder.tobytes() == data
     # A subclass through a plain view (a masked array compares and reshapes by its mask).
     a = holder if type(holder) is np.ndarray else np.ndarray.view(holder, np.ndarray)
     if a.shape != data.shape or dtype_key(a.dtype) != data.dtype:
         return False
-    if not a.flags.c_contiguous:
-        return a.tobytes() == data.data
-    flat = a.reshape(-1).view(np.uint8)
-    ref = np.frombuffer(data.data, np.uint8)
-    if flat.size != ref.size:
+    n = len(data.data)
+    if a.nbytes != n:
         return False
+    if n <= _COPIED or not a.flags.c_contiguous:
+        # Small (a copy costs less than a call through `ctypes`), or scattered in memory.
+        return a.tobytes() == data.data
+    if _memcmp is not None:
+        return _memcmp(a.ctypes.data, data.data, n) == 0
+    return _same_slices(a, data.data)
+
+
+# Up to this many bytes, an array's bytes are copied out and compared as `bytes`.
+_COPIED = 1 << 16
+
+
+def _same_slices(a: np.ndarray, data: bytes) -> bool:
+    # Without `memcmp`: NumPy on a `uint8` (or `uint64`) view, in slices: `array_equal` makes a
+    # boolean array as long as its inputs, which for a 256 MB array is 32 MB made on every call
+    # (and kept by the allocator after the last).
+    flat = a.reshape(-1).view(np.uint8)
+    ref = np.frombuffer(data, np.uint8)
     if flat.size % 8 == 0:
         flat, ref = flat.view(np.uint64), ref.view(np.uint64)
-    # In slices: `array_equal` makes a boolean array as long as its inputs, which for a 256 MB
-    # array is 32 MB made on every call (and kept by the allocator after the last).
     n = flat.size
     for i in range(0, n, _SLICE):
         if not np.array_equal(flat[i : i + _SLICE], ref[i : i + _SLICE]):
@@ -245,6 +260,27 @@ def same_bytes(holder: Any, data: Any) -> bool:
 
 
 _SLICE = 1 << 19
+
+
+def _find_memcmp() -> Any:
+    """The C library's `memcmp` through `ctypes`, or `None` where there is none to be had (the
+    comparison then runs in NumPy, in slices)."""
+    try:
+        import ctypes
+
+        lib = ctypes.cdll.msvcrt if sys.platform == "win32" else ctypes.CDLL(None)
+        fn = lib.memcmp
+        fn.restype = ctypes.c_int
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+        # Checked once: a `memcmp` that does not tell these apart is not used.
+        if fn(b"ab", b"ab", 2) != 0 or fn(b"ab", b"ac", 2) == 0:
+            return None
+        return fn
+    except Exception:
+        return None
+
+
+_memcmp = _find_memcmp()
 
 
 def _weak_blob(data: Any) -> Any:
