@@ -211,3 +211,36 @@ def test_same_bytes_is_exactly_the_bytes_shape_and_dtype(case, path):
         assert _watch.same_bytes(a, old) == expected
     finally:
         _watch._memcmp, _watch._COPIED = saved
+
+
+def _apply(g, x):
+    return g(x)
+
+
+@pytest.mark.counts_traces
+def test_an_inline_wrapper_with_a_rebuilt_static_reader_reuses_the_copy(copies):
+    # `es.filter_jit(_apply)(loss, x)` written inline, `loss` rebuilt each step: the program the
+    # new wrapper calls keeps its entries' copy (it was weakened, and the copy dropped, just
+    # before the new wrapper called it again), so the new reader's array is checked in place.
+    traces = 0
+
+    def rebuilt():
+        def loss(x):
+            nonlocal traces
+            traces += 1
+            return x * DATA[0] + DATA[-1]
+
+        return loss
+
+    x = jnp.float32(2.0)
+    for _ in range(4):
+        assert float(es.filter_jit(_apply)(rebuilt(), x)) == DATA[-1]
+        gc.collect()
+    assert copies() == (1, 1)
+    assert traces == 1
+    DATA[-1] += 1.0
+    try:
+        assert float(es.filter_jit(_apply)(rebuilt(), x)) == DATA[-1]
+        assert traces == 2
+    finally:
+        DATA[-1] -= 1.0
