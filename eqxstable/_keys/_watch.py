@@ -63,6 +63,37 @@ class _Held:
         self.obj = obj
 
 
+class Batch:
+    """A run of plain objects' states (`_state.object_state`) checked as one (`_batch.py`):
+    the objects, what their states held, and those states, which a weak watch holds instead."""
+
+    __slots__ = ("objs", "types", "sizes", "keys", "values", "triples")
+
+    def __init__(
+        self, objs: tuple, types: tuple, sizes: list, keys: tuple, values: tuple, triples: tuple
+    ):
+        self.objs = objs
+        self.types = types
+        self.sizes = sizes
+        self.keys = keys
+        self.values = values
+        self.triples = triples
+
+
+def batched_watch(states: tuple, names: tuple = (), blobs: tuple = ()) -> "Watch":
+    """A `Watch` whose runs of plain objects' states are each one `Batch` (the hit path)."""
+    # `_batch` imports `_state`, which imports this module.
+    from ._batch import batched
+
+    return Watch(batched(states), names, blobs)
+
+
+def _unbatched(states: tuple) -> tuple:
+    if not any(type(s[0]) is Batch for s in states):
+        return states
+    return tuple(t for s in states for t in (s[0].triples if type(s[0]) is Batch else (s,)))
+
+
 def _weak(x: Any) -> Any:
     if type(x) is weakref.ref:
         return _Held(x)
@@ -158,7 +189,7 @@ class Watch:
         """The same checks holding weak references where possible, for the key memo: a memo
         entry must not keep alive what it describes (a self-recursive closure holds itself)."""
         return Watch(
-            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in self.states),
+            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in _unbatched(self.states)),
             tuple((_weak_namespace(ns), name, _weak(v)) for ns, name, v in self.names),
             tuple((_weak(a), _weak_blob(data)) for a, data in self.blobs),
         )
@@ -190,7 +221,7 @@ class Watch:
         """A `weak()` watch made strong again (fast to check), or `None` if something watched
         was collected."""
         try:
-            return Watch(
+            return batched_watch(
                 tuple((_strong(o), fn, _strong_items(s)) for o, fn, s in self.states),
                 tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
                 tuple((_strong(a), _strong_blob(data)) for a, data in self.blobs),
