@@ -48,7 +48,10 @@ def objects_state(batch: Batch) -> tuple:
 
 def batched(states: tuple) -> tuple:
     """`states` with the states of plain objects (at least `_LEAST` of them) as one `Batch`."""
-    plain = [s for s in states if s[1] is object_state and _plain(s)]
+    plain = [s for s in states if s[1] is object_state]
+    if len(plain) < _LEAST:
+        return states
+    plain = [s for s in plain if _plain(s)]
     if len(plain) < _LEAST:
         return states
     taken = {id(s) for s in plain}
