@@ -72,10 +72,18 @@ def unuse(program: Program) -> None:
         _maybe_released.append(weakref.ref(program))
 
 
-def _release() -> None:
+def _release(keep: Program | None) -> None:
+    kept = []
     while _maybe_released:
-        program = _maybe_released.pop()()
-        if (
+        ref = _maybe_released.pop()
+        program = ref()
+        if program is keep:
+            # The program a new wrapper is about to call (`es.filter_jit(f)(reader, x)` written
+            # inline): its entries keep their copies, so that a rebuilt static reader of the
+            # same unchanged large array reuses the copy and its digest, checked in place. Looked
+            # at again by the next `get_program`, should no wrapper call it after all.
+            kept.append(ref)
+        elif (
             program is not None
             and program.users <= 0
             and any(found is program for found in _shared.values())
@@ -83,20 +91,22 @@ def _release() -> None:
             _released.set(program, True)
             # What only a live wrapper's calls need to check fast (a large array's copy) goes.
             program.cache.weaken()
+    _maybe_released.extend(kept)
 
 
 def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[str, Any]) -> Program:
     """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
     an equivalent function."""
-    _release()
     key = static_key(fun, parts, donated_args, _options(jitkwargs))
     program = _shared.get(key)
     if program is None:
         alias = _aliases.get(key)
         if alias is not None and _same_objects(alias, parts):
-            return alias[0]
-        program = Program(fun, parts, donated_args, jitkwargs, key)
-        _shared.set(key, program)
+            program = alias[0]
+        else:
+            program = Program(fun, parts, donated_args, jitkwargs, key)
+            _shared.set(key, program)
+    _release(program)
     return program
 
 

@@ -62,6 +62,11 @@ class _State:
         self.jit_id = new_jit_id()
         # The key of each leaf (its path in the function), made when first asked for.
         self.keys: list | None = None
+        # The function keyed first and its watch held while its program is looked up: a large
+        # array it reads (`K-array-reached`) is then copied and hashed once, and the lookup's
+        # key (and `resnapshot`) reuse that copy, checked in place; looked up first, the lookup
+        # kept the copy nowhere, and the wrapper's own watch copied and hashed it again.
+        self.fun_key, self.fun_watch = compute(fun)
         self.use(get_program(fun, parts, donated_args, jitkwargs), None)
 
     def use(self, program: Program, rebound: tuple[str, Any] | None) -> None:

@@ -38,7 +38,7 @@ from ._numbering import (
 )
 from ._per_class import PerClass, type_ids
 from ._types import Identity
-from ._watch import Watch
+from ._watch import batched_watch, Watch
 
 
 # Deeper than this, an object is walked later, from the top (`top`), and referred to by number
@@ -101,7 +101,7 @@ class Ctx:
         self.abc_token: Any = None
 
     def watch(self) -> Watch:
-        return Watch(tuple(self.states), tuple(self.names), tuple(self.blobs))
+        return batched_watch(tuple(self.states), tuple(self.names), tuple(self.blobs))
 
     def extend(self, watch: Watch) -> None:
         self.states.extend(watch.states)

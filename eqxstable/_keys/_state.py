@@ -11,7 +11,7 @@ from ._context import Ctx, key
 from ._origin import library_class
 from ._per_class import per_class, PerClass
 from ._types import Identity
-from ._watch import MISSING, size
+from ._watch import dict_state as dict_state, list_state as list_state, MISSING, size
 
 
 # Attributes that never change what an object computes; `__annotations__` is a fresh dict per
@@ -131,14 +131,6 @@ WRAPS_SETS: dict[str, Any] = {
 def attrs_state(obj: Any) -> tuple:
     d = obj.__dict__
     return (type(obj), size(len(d)), *d.keys(), *d.values())
-
-
-def list_state(obj: Any) -> tuple:
-    return (size(len(obj)), *obj)
-
-
-def dict_state(d: dict) -> tuple:
-    return (size(len(d)), *d.keys(), *d.values())
 
 
 _slot_names: PerClass[tuple[str, ...]] = PerClass()

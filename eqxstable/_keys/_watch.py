@@ -10,8 +10,10 @@ recomputed, which is the authoritative answer (a global rebound to an equal valu
 """
 
 import operator
+import sys
 import weakref
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,14 @@ def size(n: int) -> int:
     return n if n < 257 else _sizes.setdefault(n, n)
 
 
+def list_state(obj: Any) -> tuple:
+    return (size(len(obj)), *obj)
+
+
+def dict_state(d: dict) -> tuple:
+    return (size(len(d)), *d.keys(), *d.values())
+
+
 def plain_fn_state(f: Any) -> tuple:
     """The state of a function that had no closure, keyword defaults, attributes or annotations
     when it was keyed (what `fn_state` gives then): its code, defaults and names (`__name__`,
@@ -60,6 +70,37 @@ class _Held:
 
     def __init__(self, obj: Any):
         self.obj = obj
+
+
+class Batch:
+    """A run of plain objects' states (`_state.object_state`) checked as one (`_batch.py`):
+    the objects, what their states held, and those states, which a weak watch holds instead."""
+
+    __slots__ = ("objs", "types", "sizes", "keys", "values", "triples")
+
+    def __init__(
+        self, objs: tuple, types: tuple, sizes: list, keys: tuple, values: tuple, triples: tuple
+    ):
+        self.objs = objs
+        self.types = types
+        self.sizes = sizes
+        self.keys = keys
+        self.values = values
+        self.triples = triples
+
+
+def batched_watch(states: tuple, names: tuple = (), blobs: tuple = ()) -> "Watch":
+    """A `Watch` whose runs of plain objects' states are each one `Batch` (the hit path)."""
+    # `_batch` imports `_state`, which imports this module.
+    from ._batch import batched
+
+    return Watch(batched(states), names, blobs)
+
+
+def _unbatched(states: tuple) -> tuple:
+    if not any(type(s[0]) is Batch for s in states):
+        return states
+    return tuple(t for s in states for t in (s[0].triples if type(s[0]) is Batch else (s,)))
 
 
 def _weak(x: Any) -> Any:
@@ -142,6 +183,22 @@ class Watch:
                 ):
                     return False
                 continue
+            # An exact list's or dict's state compared where it is, without the tuple of all its
+            # items that `list_state` or `dict_state` builds (a 1,000,000-item vocabulary: 1.5x
+            # and 2x less CPU). Exact types only: their `len` is what they iterate.
+            if state_fn is list_state and type(obj) is list:
+                if len(obj) != state[0] or not all(map(_is, obj, islice(state, 1, None))):
+                    return False
+                continue
+            if state_fn is dict_state and type(obj) is dict:
+                n = state[0]
+                if (
+                    len(obj) != n
+                    or not all(map(_is, obj, islice(state, 1, n + 1)))
+                    or not all(map(_is, obj.values(), islice(state, n + 1, None)))
+                ):
+                    return False
+                continue
             now = state_fn(obj)
             if len(now) != len(state) or not all(map(_is, now, state)):
                 return False
@@ -157,7 +214,7 @@ class Watch:
         """The same checks holding weak references where possible, for the key memo: a memo
         entry must not keep alive what it describes (a self-recursive closure holds itself)."""
         return Watch(
-            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in self.states),
+            tuple((_weak(o), fn, _weak_items(s)) for o, fn, s in _unbatched(self.states)),
             tuple((_weak_namespace(ns), name, _weak(v)) for ns, name, v in self.names),
             tuple((_weak(a), _weak_blob(data)) for a, data in self.blobs),
         )
@@ -189,7 +246,7 @@ class Watch:
         """A `weak()` watch made strong again (fast to check), or `None` if something watched
         was collected."""
         try:
-            return Watch(
+            return batched_watch(
                 tuple((_strong(o), fn, _strong_items(s)) for o, fn, s in self.states),
                 tuple((_strong(ns), name, _strong_or_self(v)) for ns, name, v in self.names),
                 tuple((_strong(a), _strong_blob(data)) for a, data in self.blobs),
@@ -219,24 +276,38 @@ class ArrayState:
 
 def same_bytes(holder: Any, data: Any) -> bool:
     """Whether a watched buffer still holds `data`: a NumPy array (`ArrayState`) compared
-    byte for byte in C without a copy where it is contiguous (8 bytes at a time where it can),
-    with its shape and dtype; anything else by its `tobytes()`."""
+    byte for byte with its shape and dtype, in place where it is contiguous (`memcmp`, which
+    stops at the first difference, allocates nothing and runs without the GIL); anything else
+    by its `tobytes()`."""
     if type(data) is not ArrayState:
         return holder.tobytes() == data
     # A subclass through a plain view (a masked array compares and reshapes by its mask).
     a = holder if type(holder) is np.ndarray else np.ndarray.view(holder, np.ndarray)
     if a.shape != data.shape or dtype_key(a.dtype) != data.dtype:
         return False
-    if not a.flags.c_contiguous:
-        return a.tobytes() == data.data
-    flat = a.reshape(-1).view(np.uint8)
-    ref = np.frombuffer(data.data, np.uint8)
-    if flat.size != ref.size:
+    n = len(data.data)
+    if a.nbytes != n:
         return False
+    if n <= _COPIED or not a.flags.c_contiguous:
+        # Small (a copy costs less than a call through `ctypes`), or scattered in memory.
+        return a.tobytes() == data.data
+    if _memcmp is not None:
+        return _memcmp(a.ctypes.data, data.data, n) == 0
+    return _same_slices(a, data.data)
+
+
+# Up to this many bytes, an array's bytes are copied out and compared as `bytes`.
+_COPIED = 1 << 16
+
+
+def _same_slices(a: np.ndarray, data: bytes) -> bool:
+    # Without `memcmp`: NumPy on a `uint8` (or `uint64`) view, in slices: `array_equal` makes a
+    # boolean array as long as its inputs, which for a 256 MB array is 32 MB made on every call
+    # (and kept by the allocator after the last).
+    flat = a.reshape(-1).view(np.uint8)
+    ref = np.frombuffer(data, np.uint8)
     if flat.size % 8 == 0:
         flat, ref = flat.view(np.uint64), ref.view(np.uint64)
-    # In slices: `array_equal` makes a boolean array as long as its inputs, which for a 256 MB
-    # array is 32 MB made on every call (and kept by the allocator after the last).
     n = flat.size
     for i in range(0, n, _SLICE):
         if not np.array_equal(flat[i : i + _SLICE], ref[i : i + _SLICE]):
@@ -245,6 +316,27 @@ def same_bytes(holder: Any, data: Any) -> bool:
 
 
 _SLICE = 1 << 19
+
+
+def _find_memcmp() -> Any:
+    """The C library's `memcmp` through `ctypes`, or `None` where there is none to be had (the
+    comparison then runs in NumPy, in slices)."""
+    try:
+        import ctypes
+
+        lib = ctypes.cdll.msvcrt if sys.platform == "win32" else ctypes.CDLL(None)
+        fn = lib.memcmp
+        fn.restype = ctypes.c_int
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+        # Checked once: a `memcmp` that does not tell these apart is not used.
+        if fn(b"ab", b"ab", 2) != 0 or fn(b"ab", b"ac", 2) == 0:
+            return None
+        return fn
+    except Exception:
+        return None
+
+
+_memcmp = _find_memcmp()
 
 
 def _weak_blob(data: Any) -> Any:
