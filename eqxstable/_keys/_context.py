@@ -258,16 +258,6 @@ def budget_left(ctx: Ctx) -> int:
     return MAX_OBJECTS - ctx.stack.walked
 
 
-def __getattr__(name: str) -> Any:
-    # The scans before a walk moved to `_budget.py`; `_values.py` still imports two of them from
-    # here. Forwarded on first use (`_budget.py` imports this module).
-    if name in ("big_container", "past_budget", "run_out"):
-        from . import _budget
-
-        return getattr(_budget, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _rules_resolve(t: type) -> Handler:
     from . import _rules
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._context import compound, Ctx, frozen_part, identity, key, past_budget, run_out, TOO_MANY
+from ._budget import past_budget, run_out
+from ._context import compound, Ctx, frozen_part, identity, key, TOO_MANY
 from ._dtypes import dtype_key
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
