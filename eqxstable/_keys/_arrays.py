@@ -43,10 +43,10 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
 
 
 # Beyond this many bytes, a reached array's key holds a SHA-256 digest of its bytes rather than
-# the bytes (as a jaxpr's constants, `_jaxpr_values._BYTES_HELD`): its identity is in the key already,
-# the digest only tells its contents apart, and the one copy is its watch's. SHA-256 rather than
-# BLAKE2b: where the processor computes it (SHA extensions, on most machines since 2017) it is 2
-# to 3 times faster (100 MB: 0.1 s, BLAKE2b 0.2-0.25 s), and it is as collision resistant.
+# the bytes (as a jaxpr's constants, `_jaxpr_values._BYTES_HELD`): its identity is in the key
+# already, the digest only tells its contents apart, and the one copy is its watch's. SHA-256
+# rather than BLAKE2b: where the processor computes it (SHA extensions, on most machines since
+# 2017) it is 2 to 3 times faster (100 MB: 0.1 s, BLAKE2b 0.2-0.25 s), and as collision resistant.
 _BYTES_HELD = 4096
 # `id(array)` -> (its weak reference, a weak reference to its shared state, the digest): the
 # copy is held by the strong watches that check it (a wrapper's, a cache entry's), never here.
