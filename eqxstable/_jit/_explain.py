@@ -261,6 +261,7 @@ def explain_stable_miss(
     mutated: tuple | None,
     sig: Signature | None,
     history: list[Signature],
+    unpinned: tuple | None = None,
 ) -> Miss:
     """Why a call of the program of `name` traced: the one explanation of a miss, used by the
     programs and by the doctor's prediction (`eqxstable._doctor._predict`).
@@ -276,6 +277,9 @@ def explain_stable_miss(
     - `sig`: the call's signature, the function's own arrays included; `None` for arguments
         nested too deeply to compare.
     - `history`: the signatures of the program's earlier misses.
+    - `unpinned`: the entry's `Entry.unpinned` when the call passed objects equivalent to those
+        of a program that calls Python while it runs (`_pinned.py`), which serves only its own;
+        else `None`.
 
     **Returns:**
 
@@ -307,8 +311,42 @@ def explain_stable_miss(
             "pass what changes as an array argument, or keep it unchanged."
         )
         return Miss("mutated", path, reason)
+    if unpinned is not None:
+        return _unpinned_miss(name, unpinned, sig)
     if sig is None:
         return Miss("first", "", _MSG_UNEXPLAINED.format(name=name))
     # The closest entry is searched among the latest signatures only, so that a function
     # with very many programs does not pay for all of them on each miss.
     return diff(history[-_HISTORY_SEARCHED:], sig, name)
+
+
+_PINNED = (
+    "the program compiled for {old} calls Python while it runs (a host callback: "
+    "`jax.pure_callback`, `io_callback`, `jax.debug.callback`), so it serves only the very objects "
+    "that traced it and this call was traced on its own; pass the same object every call (build "
+    "it once and reuse it)."
+)
+
+
+def _unpinned_miss(name: str, unpinned: tuple, sig: Signature | None) -> Miss:
+    """The miss of a call whose objects are equivalent to those of a pinned entry (the same key),
+    but other objects: `unpinned` is `Entry.unpinned`."""
+    where, old, new = unpinned
+    if type(where) is int and sig is not None and where < len(sig.leaves):
+        path = sig.leaves[where][0]
+        reason = (
+            f"`{path}` is a new object equivalent to the one an earlier call passed ({old} -> "
+            f"{new}), but {_PINNED.format(old='that one')}"
+        )
+        return Miss("identity", path, reason)
+    if where == "data":
+        reason = (
+            "a static field of a module argument holds a new object equivalent to the one an "
+            f"earlier call passed, but {_PINNED.format(old='that one')}"
+        )
+        return Miss("identity", "", reason)
+    reason = (
+        f"`{name}` is a new function object equivalent to the one an earlier call jitted (or "
+        f"holds new equivalent static parts), but {_PINNED.format(old='that one')}"
+    )
+    return Miss("identity", name, reason)
