@@ -90,13 +90,15 @@ def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[st
     _release()
     key = static_key(fun, parts, donated_args, _options(jitkwargs))
     program = _shared.get(key)
-    if program is None and len(_aliases):
-        program = _aliases.get(key, parts.template, _data(parts))
-        if program is not None:
-            return program
     if len(_aliases):
+        # Only while some function has an alias (a trace counter): the node data walked once.
+        data = _data(parts)
+        if program is None:
+            aliased = _aliases.get(key, parts.template, data)
+            if aliased is not None:
+                return aliased
         # These objects are keyed `key` now: an alias they had stands for a state they left.
-        _aliases.left(key, parts.template, _data(parts))
+        _aliases.left(key, parts.template, data)
     if program is None:
         program = Program(fun, parts, donated_args, jitkwargs, key)
         _shared.set(key, program)
