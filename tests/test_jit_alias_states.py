@@ -53,7 +53,17 @@ def test_a_state_written_back_by_the_user_is_traced_again(reader):
     # Eager, and a fresh trace from [1], give x * 2.
     assert float(call(wrapper, x)) == 2.0
     assert log == [1, 1]
-    assert [m.kind for m in wrapper.misses] == ["first", "mutated", "mutated"]
+    path = {"function": "f", "static-argument": "args[1]"}[reader]
+    assert [(m.kind, m.path) for m in wrapper.misses] == [
+        ("first", ""),
+        ("mutated", path),
+        ("mutated", path),
+    ]
+    # The write back is a change in place like any other.
+    assert wrapper.misses[2].reason == wrapper.misses[1].reason
+    assert "the list held by the `log` it captures was changed in place" in (
+        wrapper.misses[2].reason
+    )
     # The state this trace left is its own again: a hit.
     assert float(call(wrapper, x)) == 2.0
     assert wrapper.cache_info().traces == 3

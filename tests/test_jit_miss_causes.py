@@ -102,8 +102,11 @@ def test_a_recursive_wrapper_names_the_static_depth_once_first():
         ("static", "args[1]"),
         ("first", ""),
     ]
-    assert [m.reason.split(";")[0] for m in f.misses[:3]] == [
-        f"static value `args[1]` changed: int {n + 1} -> int {n}" for n in range(3)
+    assert [m.reason for m in f.misses[:3]] == [
+        f"static value `args[1]` changed: int {n + 1} -> int {n}; every distinct value compiles "
+        "a new program; to trace it instead, pass `jnp.asarray(value)` or store it with "
+        "`es.field(dynamic=True)`."
+        for n in range(3)
     ]
     # The pending signatures are gone after the trace: a new depth is explained against the
     # history of committed misses.
