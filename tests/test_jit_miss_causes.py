@@ -58,24 +58,50 @@ class _Holder(eqx.Module):
 
 
 @pytest.mark.counts_traces
-def test_an_equivalent_callback_in_a_static_field_is_an_identity_miss():
+def test_an_equivalent_callback_in_a_static_field_names_the_field():
     traces = 0
 
     @es.filter_jit
-    def step(holder, x):
+    def step(holders, x):
         nonlocal traces
         traces += 1
-        return jax.pure_callback(holder.cb, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        cb = holders["h"].cb
+        return jax.pure_callback(cb, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
     x = jnp.ones(2)
-    step(_Holder(_make()), x)
-    np.testing.assert_array_equal(step(_Holder(_make()), x), [2.0, 2.0])
+    cb1, cb2 = _make(), _make()
+    step({"h": _Holder(cb1)}, x)
+    np.testing.assert_array_equal(step({"h": _Holder(cb2)}, x), [2.0, 2.0])
     assert traces == 2
     miss = step.misses[-1]
-    assert (miss.kind, miss.path) == ("identity", "")
+    assert (miss.kind, miss.path) == ("identity", "args[0]['h'].cb")
     assert miss.reason == (
-        "a static field of a module argument holds a new object equivalent to the one an "
-        "earlier call passed, " + _PINNED
+        f"`args[0]['h'].cb` is a new object equivalent to the one an earlier call passed "
+        f"({cb1!r} -> {cb2!r}), " + _PINNED
+    )
+
+
+def _stepper():
+    cb = _make()
+
+    def step(x):
+        return jax.pure_callback(cb, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    return step
+
+
+@pytest.mark.counts_traces
+def test_an_equivalent_function_holding_a_callback_names_the_function():
+    x = jnp.ones(2)
+    first, second = es.filter_jit(_stepper()), es.filter_jit(_stepper())
+    first(x)
+    np.testing.assert_array_equal(second(x), [2.0, 2.0])
+    assert first.cache_info().traces == second.cache_info().traces == 1
+    (miss,) = second.misses
+    assert (miss.kind, miss.path) == ("identity", "step")
+    assert miss.reason == (
+        "`step` is a new function object equivalent to the one an earlier call jitted (or holds "
+        "new equivalent static parts), " + _PINNED
     )
 
 

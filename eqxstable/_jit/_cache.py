@@ -227,9 +227,17 @@ class Cache:
                 if a is not b:
                     leaf = [j for j, m in enumerate(mask) if not m][i]
                     return (leaf, short_repr(b), short_repr(a))
-            if not same_node_data(data, other.data):
-                return ("data", "", "")
-            return ("fun", "", "")
+            for new, old in zip(data, other.data):
+                if new is old:
+                    continue
+                if type(new) in (tuple, list) and type(old) is type(new) and len(old) == len(new):
+                    # One level down, as node data is compared: the static field that differs.
+                    pair = next(((a, b) for a, b in zip(new, old) if a is not b), None)
+                    if pair is None:
+                        continue
+                    new, old = pair
+                return (("field", new), short_repr(old), short_repr(new))
+            return (None, "", "")
         return None
 
     def rekey(self, entry: Entry) -> None:

@@ -68,9 +68,10 @@ class Entry:
         # `(leaf index or None, old key, new key)` when this entry was made because a static
         # changed in place: its first trace is then a miss of kind "mutated".
         self.mutated: tuple[int | None, Any, Any] | None = None
-        # `(static index, old, new)` (or `("data" | "fun", "", "")`) when this entry was made
-        # for objects equivalent to a pinned entry's (`_pinned.py`), which serves only its own:
-        # its first trace is then a miss of kind "identity" naming them (`Cache._pinned_twin`).
+        # `(where, old, new)` when this entry was made for objects equivalent to a pinned
+        # entry's (`_pinned.py`), which serves only its own: its first trace is then a miss of
+        # kind "identity" naming them (`Cache._pinned_twin`). `where` is the leaf's index,
+        # `("field", the new object)` for a module's static field, or `None` for the function.
         self.unpinned: tuple[Any, str, str] | None = None
         self.treedef = treedef
         self.static_sel = tuple(not m for m in mask)

@@ -277,9 +277,10 @@ def explain_stable_miss(
     - `sig`: the call's signature, the function's own arrays included; `None` for arguments
         nested too deeply to compare.
     - `history`: the signatures of the program's earlier misses.
-    - `unpinned`: the entry's `Entry.unpinned` when the call passed objects equivalent to those
-        of a program that calls Python while it runs (`_pinned.py`), which serves only its own;
-        else `None`.
+    - `unpinned`: `(path, old, new)` when the call passed objects equivalent to those of a
+        program that calls Python while it runs (`_pinned.py`), which serves only its own: the
+        path of the first new object (`None` for the function itself, `""` where it is not
+        found) and the two objects' texts; else `None`.
 
     **Returns:**
 
@@ -312,7 +313,7 @@ def explain_stable_miss(
         )
         return Miss("mutated", path, reason)
     if unpinned is not None:
-        return _unpinned_miss(name, unpinned, sig)
+        return _unpinned_miss(name, unpinned)
     if sig is None:
         return Miss("first", "", _MSG_UNEXPLAINED.format(name=name))
     # The closest entry is searched among the latest signatures only, so that a function
@@ -321,32 +322,26 @@ def explain_stable_miss(
 
 
 _PINNED = (
-    "the program compiled for {old} calls Python while it runs (a host callback: "
+    "but the program compiled for that one calls Python while it runs (a host callback: "
     "`jax.pure_callback`, `io_callback`, `jax.debug.callback`), so it serves only the very objects "
     "that traced it and this call was traced on its own; pass the same object every call (build "
     "it once and reuse it)."
 )
 
 
-def _unpinned_miss(name: str, unpinned: tuple, sig: Signature | None) -> Miss:
+def _unpinned_miss(name: str, unpinned: tuple) -> Miss:
     """The miss of a call whose objects are equivalent to those of a pinned entry (the same key),
-    but other objects: `unpinned` is `Entry.unpinned`."""
-    where, old, new = unpinned
-    if type(where) is int and sig is not None and where < len(sig.leaves):
-        path = sig.leaves[where][0]
+    but other objects: `unpinned` is `(path, old, new)`."""
+    path, old, new = unpinned
+    if path is None:
         reason = (
-            f"`{path}` is a new object equivalent to the one an earlier call passed ({old} -> "
-            f"{new}), but {_PINNED.format(old='that one')}"
+            f"`{name}` is a new function object equivalent to the one an earlier call jitted (or "
+            f"holds new equivalent static parts), {_PINNED}"
         )
-        return Miss("identity", path, reason)
-    if where == "data":
-        reason = (
-            "a static field of a module argument holds a new object equivalent to the one an "
-            f"earlier call passed, but {_PINNED.format(old='that one')}"
-        )
-        return Miss("identity", "", reason)
+        return Miss("identity", name, reason)
+    what = f"`{path}` is" if path else "a static field of a module argument holds"
     reason = (
-        f"`{name}` is a new function object equivalent to the one an earlier call jitted (or "
-        f"holds new equivalent static parts), but {_PINNED.format(old='that one')}"
+        f"{what} a new object equivalent to the one an earlier call passed ({old} -> {new}), "
+        + _PINNED
     )
-    return Miss("identity", name, reason)
+    return Miss("identity", path, reason)

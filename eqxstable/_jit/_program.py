@@ -25,7 +25,7 @@ from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
 from ._outputs import split_output as _split_output
-from ._signature import array_leaf, Signature, signature
+from ._signature import array_leaf, field_path, Signature, signature
 from ._token import Token, trace_sig
 
 
@@ -221,7 +221,7 @@ class Program:
             getattr(entry, "mutated", None),
             sig,
             self.history + _pending(self),
-            entry.unpinned,
+            _unpinned(entry.unpinned, sig, call),
         )
         return miss, sig
 
@@ -274,6 +274,20 @@ class Program:
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)
         self._commit(call, call.entry, miss, sig)
+
+
+def _unpinned(unpinned: tuple | None, sig: Signature | None, call: Call) -> tuple | None:
+    """`Entry.unpinned` with its place as a path (`None` for the function itself)."""
+    if unpinned is None:
+        return None
+    where, old, new = unpinned
+    if type(where) is int:
+        path = sig.leaves[where][0] if sig is not None and where < len(sig.leaves) else ""
+    elif where is not None:
+        path = field_path(where[1], call.args, call.kwargs)
+    else:
+        path = None
+    return path, old, new
 
 
 # The signatures of the misses of this thread being traced now, innermost last, with their
