@@ -25,8 +25,7 @@ from ._entry import Entry
 from ._gc import collector_paused
 from ._lru import LRU, sizes
 from ._node_data import node_data, same_node_data
-from ._pinned import fun_identity, pin_slot, same_fun
-from ._signature import short_repr
+from ._pinned import fun_identity, pin_slot, pinned_twin, same_fun
 
 
 _is = operator.is_
@@ -212,33 +211,9 @@ class Cache:
             entry.adopt(treedef, leaves, data, watch)
             return entry, False
         entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
-        entry.unpinned = self._pinned_twin(key, statics, data, mask)
+        entry.unpinned = pinned_twin(self.entries.values(), key, statics, data, mask)
         self.entries.set(key, entry)
         return entry, True
-
-    def _pinned_twin(self, key: Any, statics: list, data: list, mask: tuple) -> Any:
-        """Where a new entry's objects differ from those of a pinned entry with the same key
-        (`_pinned.py`), the most recent one, as `Entry.unpinned` says; `None` if there is none.
-        Only on a miss, which traces next."""
-        for other in reversed(self.entries.values()):
-            if other.fun is None or other.key != key:
-                continue
-            for i, (a, b) in enumerate(zip(statics, other.statics)):
-                if a is not b:
-                    leaf = [j for j, m in enumerate(mask) if not m][i]
-                    return (leaf, short_repr(b), short_repr(a))
-            for new, old in zip(data, other.data):
-                if new is old:
-                    continue
-                if type(new) in (tuple, list) and type(old) is type(new) and len(old) == len(new):
-                    # One level down, as node data is compared: the static field that differs.
-                    pair = next(((a, b) for a, b in zip(new, old) if a is not b), None)
-                    if pair is None:
-                        continue
-                    new, old = pair
-                return (("field", new), short_repr(old), short_repr(new))
-            return (None, "", "")
-        return None
 
     def rekey(self, entry: Entry) -> None:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a

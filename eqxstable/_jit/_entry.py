@@ -70,7 +70,7 @@ class Entry:
         self.mutated: tuple[int | None, Any, Any] | None = None
         # `(where, old, new)` when this entry was made for objects equivalent to a pinned
         # entry's (`_pinned.py`), which serves only its own: its first trace is then a miss of
-        # kind "identity" naming them (`Cache._pinned_twin`). `where` is the leaf's index,
+        # kind "identity" naming them (`_pinned.pinned_twin`). `where` is the leaf's index,
         # `("field", the new object)` for a module's static field, or `None` for the function.
         self.unpinned: tuple[Any, str, str] | None = None
         self.treedef = treedef
