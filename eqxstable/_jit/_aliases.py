@@ -57,7 +57,8 @@ class Aliases:
 
     def _evicted(self, key: Any, found: tuple) -> None:
         if self._by_ids.get(found[3]) is key:
-            del self._by_ids[found[3]]
+            # `pop`, not `del`: another thread may have dropped it meanwhile.
+            self._by_ids.pop(found[3], None)
 
     def get(self, key: Any, objects: Any, data: Any) -> Any:
         """The target aliased under `key` if `objects` and `data` are the very ones that traced
@@ -89,7 +90,7 @@ class Aliases:
         if old is key or old == key:
             return
         self._by_key.pop(old)
-        del self._by_ids[ids]
+        self._by_ids.pop(ids, None)
         if self._on_drop is not None:
             self._on_drop(found[0])
 
