@@ -19,12 +19,13 @@ from .._compat import flat_module_aux
 from .._keys import compute, compute_node_data, merge, Watch
 from .._keys._per_class import type_ids
 from .._keys._structure import same_structure, Structure, walk
+from ._aliases import Aliases
 from ._config import untraced
 from ._entry import Entry
 from ._gc import collector_paused
 from ._lru import LRU, sizes
 from ._node_data import node_data, same_node_data
-from ._pinned import fun_identity, pin_slot, same_fun
+from ._pinned import fun_identity, pin_slot, pinned_twin, same_fun
 
 
 _is = operator.is_
@@ -41,8 +42,10 @@ class Cache:
         # the keys an entry is also found under after a trace changed its statics (`rekey`) are
         # kept apart, so that an entry weighs once.
         self.entries: LRU[Any, Entry] = LRU(_entries_bound, self._evicted, _weight)
-        # Each alias holds the very objects that were traced: `(entry, statics, node data)`.
-        self.aliases: LRU[Any, tuple[Entry, tuple, tuple]] = LRU(_entries_bound)
+        # The key a trace left its statics with (`rekey`), for the very objects that were
+        # traced, until they are keyed otherwise (`_aliases.py`). An entry whose alias goes has
+        # its watch fail, so that its next call with those objects is keyed again.
+        self.aliases = Aliases(_entries_bound, _unwatch)
         self.recent: list[Entry] = []
         self._on_evict = on_evict
         # Whether the entries' watches are weak (`weaken`): while no wrapper calls the program.
@@ -53,9 +56,7 @@ class Cache:
         # again) if they come back. JAX drops its programs from its own LRU in time.
         del key
         self.recent = [e for e in self.recent if e is not entry]
-        for alias, (e, _, _) in self.aliases.items():
-            if e is entry:
-                self.aliases.pop(alias)
+        self.aliases.drop_target(entry)
         if self._on_evict is not None:
             self._on_evict(entry)
 
@@ -187,19 +188,19 @@ class Cache:
         statics = [x for x, m in zip(leaves, mask) if not m]
         key, watch = _key(treedef, mask, statics, config)
         entry = self.entries.get(key)
+        aliased = False
         if entry is None:
-            alias = self.aliases.get(key)
-            if alias is not None and _traced_these(alias, leaves, data):
-                entry = alias[0]
+            entry = self.aliases.get(key, statics, data)
+            aliased = entry is not None
+        if not aliased:
+            # These objects are keyed `key` now: an alias they had stands for a state they left.
+            self.aliases.left(key, statics, data)
         if entry is None and parts is not None:
             entry = self.entries.get(pin_slot(key, statics, data, fun_identity(parts)))
         if entry is not None and entry.fun is not None:
             # Pinned: only its very objects (an alias may lead to one), and only while nothing
             # its key reads was rebound since its trace.
-            if not (
-                same_fun(entry.fun, parts)
-                and _traced_these((entry, entry.statics, entry.data), leaves, data)
-            ):
+            if not (same_fun(entry.fun, parts) and _traced_these(entry, leaves, data)):
                 entry = None
             elif entry.watched and not entry.watch.valid():
                 self.drop(entry)
@@ -210,6 +211,7 @@ class Cache:
             entry.adopt(treedef, leaves, data, watch)
             return entry, False
         entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
+        entry.unpinned = pinned_twin(self.entries.values(), key, statics, data, mask)
         self.entries.set(key, entry)
         return entry, True
 
@@ -221,7 +223,9 @@ class Cache:
         if key != entry.key and self.entries.peek(key) is None:
             # Only for these very objects: an equivalent object rebuilt over the same shared
             # state (a list the trace appends to) has this key too, but it never ran the trace.
-            self.aliases.set(key, (entry, entry.statics, entry.data))
+            self.aliases.set(key, entry, entry.statics, entry.data)
+        else:
+            self.aliases.left(key, entry.statics, entry.data)
         entry.watch = watch
         entry.watched = bool(watch)
 
@@ -230,10 +234,18 @@ class Cache:
 _CHANGED = Watch(names=(({}, "changed", object()),))
 
 
-def _traced_these(alias: tuple, leaves: list, data: list) -> bool:
-    """Whether a call's statics and node data are the very objects an aliased entry traced."""
-    entry, statics, traced_data = alias
-    return all(map(_is, entry.static_of(leaves), statics)) and same_node_data(data, traced_data)
+def _traced_these(entry: Entry, leaves: list, data: list) -> bool:
+    """Whether a call's statics and node data are the very objects a pinned entry traced."""
+    return all(map(_is, entry.static_of(leaves), entry.statics)) and same_node_data(
+        data, entry.data
+    )
+
+
+def _unwatch(entry: Entry) -> None:
+    # The objects left the state an alias of `entry` stood for: its watch, taken in that state,
+    # must not hold again should the user write that state back.
+    entry.watch = _CHANGED
+    entry.watched = True
 
 
 def _entries_bound() -> int:

@@ -48,6 +48,7 @@ class Entry:
         "keep_pos",
         "key",
         "mutated",
+        "unpinned",
         "all_kept",
         "drop_pos",
         "jaxprs",
@@ -67,6 +68,11 @@ class Entry:
         # `(leaf index or None, old key, new key)` when this entry was made because a static
         # changed in place: its first trace is then a miss of kind "mutated".
         self.mutated: tuple[int | None, Any, Any] | None = None
+        # `(where, old, new)` when this entry was made for objects equivalent to a pinned
+        # entry's (`_pinned.py`), which serves only its own: its first trace is then a miss of
+        # kind "identity" naming them (`_pinned.pinned_twin`). `where` is the leaf's index,
+        # `("field", the new object)` for a module's static field, or `None` for the function.
+        self.unpinned: tuple[Any, str, str] | None = None
         self.treedef = treedef
         self.static_sel = tuple(not m for m in mask)
         self.static_of = _getter([i for i, m in enumerate(mask) if not m])

@@ -261,6 +261,7 @@ def explain_stable_miss(
     mutated: tuple | None,
     sig: Signature | None,
     history: list[Signature],
+    unpinned: tuple | None = None,
 ) -> Miss:
     """Why a call of the program of `name` traced: the one explanation of a miss, used by the
     programs and by the doctor's prediction (`eqxstable._doctor._predict`).
@@ -276,6 +277,10 @@ def explain_stable_miss(
     - `sig`: the call's signature, the function's own arrays included; `None` for arguments
         nested too deeply to compare.
     - `history`: the signatures of the program's earlier misses.
+    - `unpinned`: `(path, old, new)` when the call passed objects equivalent to those of a
+        program that calls Python while it runs (`_pinned.py`), which serves only its own: the
+        path of the first new object (`None` for the function itself, `""` where it is not
+        found) and the two objects' texts; else `None`.
 
     **Returns:**
 
@@ -307,8 +312,36 @@ def explain_stable_miss(
             "pass what changes as an array argument, or keep it unchanged."
         )
         return Miss("mutated", path, reason)
+    if unpinned is not None:
+        return _unpinned_miss(name, unpinned)
     if sig is None:
         return Miss("first", "", _MSG_UNEXPLAINED.format(name=name))
     # The closest entry is searched among the latest signatures only, so that a function
     # with very many programs does not pay for all of them on each miss.
     return diff(history[-_HISTORY_SEARCHED:], sig, name)
+
+
+_PINNED = (
+    "but the program compiled for that one calls Python while it runs (a host callback: "
+    "`jax.pure_callback`, `io_callback`, `jax.debug.callback`), so it serves only the very objects "
+    "that traced it and this call was traced on its own; pass the same object every call (build "
+    "it once and reuse it)."
+)
+
+
+def _unpinned_miss(name: str, unpinned: tuple) -> Miss:
+    """The miss of a call whose objects are equivalent to those of a pinned entry (the same key),
+    but other objects: `unpinned` is `(path, old, new)`."""
+    path, old, new = unpinned
+    if path is None:
+        reason = (
+            f"`{name}` is a new function object equivalent to the one an earlier call jitted (or "
+            f"holds new equivalent static parts), {_PINNED}"
+        )
+        return Miss("identity", name, reason)
+    what = f"`{path}` is" if path else "a static field of a module argument holds"
+    reason = (
+        f"{what} a new object equivalent to the one an earlier call passed ({old} -> {new}), "
+        + _PINNED
+    )
+    return Miss("identity", path, reason)

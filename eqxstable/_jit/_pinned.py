@@ -34,6 +34,7 @@ from .._keys._origin import library_class
 from .._keys._per_class import type_ids
 from ._fingerprint import TRACE_ONLY
 from ._node_data import node_data, same_node_data
+from ._signature import short_repr
 
 
 # Primitives whose `callback` parameter is called while the program runs.
@@ -259,3 +260,28 @@ def jaxpr_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> A
         return program.jitted.trace(donated, kept, dyn, token).jaxpr
     except Exception:
         return None
+
+
+def pinned_twin(entries: list, key: Any, statics: list, data: list, mask: tuple) -> Any:
+    """Where a new entry's objects differ from those of a pinned entry with the same key (the
+    latest of `entries`), as `Entry.unpinned` says; `None` if there is none. Only on a miss,
+    which traces next: its miss names the new object (`Program._explain`)."""
+    for other in reversed(entries):
+        if other.fun is None or other.key != key:
+            continue
+        for i, (a, b) in enumerate(zip(statics, other.statics)):
+            if a is not b:
+                leaf = [j for j, m in enumerate(mask) if not m][i]
+                return (leaf, short_repr(b), short_repr(a))
+        for new, old in zip(data, other.data):
+            if new is old:
+                continue
+            if type(new) in (tuple, list) and type(old) is type(new) and len(old) == len(new):
+                # One level down, as node data is compared: the static field that differs.
+                pair = next(((a, b) for a, b in zip(new, old) if a is not b), None)
+                if pair is None:
+                    continue
+                new, old = pair
+            return (("field", new), short_repr(old), short_repr(new))
+        return (None, "", "")
+    return None

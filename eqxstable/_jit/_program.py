@@ -8,6 +8,7 @@ with `equinox.filter_jit`.
 
 import dataclasses
 import functools as ft
+import threading
 import weakref
 from typing import Any
 
@@ -24,7 +25,7 @@ from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
 from ._outputs import split_output as _split_output
-from ._signature import array_leaf, Signature, signature
+from ._signature import array_leaf, field_path, Signature, signature
 from ._token import Token, trace_sig
 
 
@@ -160,6 +161,11 @@ class Program:
             # trace (under `jax.vmap`) may make the entry hold its own by the time it returns.
             call_template = entry.template
             args, kwargs = entry.rebuild(donated, kept)
+            tracing = _tracing()
+            pushed = explained is not None and explained[1] is not None
+            if pushed:
+                assert explained is not None
+                tracing.append((self, explained[1]))
             try:
                 out = fun(*args, **kwargs)
             except BaseException:
@@ -171,6 +177,9 @@ class Program:
                     call.stats.uncompiled += 1
                     self._count(call, not_compiled(explained[0], 0.0, "raised"))
                 raise
+            finally:
+                if pushed:
+                    tracing.pop()
             token.traced(sig)
             if explained is not None:
                 assert call is not None
@@ -211,7 +220,8 @@ class Program:
             call.wrapper._state.rebound,
             getattr(entry, "mutated", None),
             sig,
-            self.history,
+            self.history + _pending(self),
+            _unpinned(entry.unpinned, sig, call),
         )
         return miss, sig
 
@@ -237,6 +247,7 @@ class Program:
             self.traced_abstract.discard(entry)
         self._count(call, miss)
         entry.mutated = None
+        entry.unpinned = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
         self.cache.rekey(entry)
@@ -263,6 +274,40 @@ class Program:
         miss, sig = self._explain(call, call.entry)
         self._check(call, miss)
         self._commit(call, call.entry, miss, sig)
+
+
+def _unpinned(unpinned: tuple | None, sig: Signature | None, call: Call) -> tuple | None:
+    """`Entry.unpinned` with its place as a path (`None` for the function itself)."""
+    if unpinned is None:
+        return None
+    where, old, new = unpinned
+    if type(where) is int:
+        path = sig.leaves[where][0] if sig is not None and where < len(sig.leaves) else ""
+    elif where is not None:
+        path = field_path(where[1], call.args, call.kwargs)
+    else:
+        path = None
+    return path, old, new
+
+
+# The signatures of the misses of this thread being traced now, innermost last, with their
+# programs: a call of a wrapper inside its own trace (a function that calls itself with a
+# smaller static argument) misses before the outer miss is committed to `history`, and is
+# explained against the outer call, not as a first call (attack 9b-09).
+_local = threading.local()
+
+
+def _tracing() -> list:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def _pending(program: "Program") -> list[Signature]:
+    """The signatures of `program`'s misses that this thread is tracing, outermost first."""
+    stack = getattr(_local, "stack", None)
+    return [sig for p, sig in stack if p is program] if stack else []
 
 
 # Every program alive, whether kept by key or not, for `es.clear_caches()` (`_sharing.py`).

@@ -10,16 +10,16 @@ while (`use`, `unuse`), within the bounds of `_lru.py`; `es.clear_caches()` and
 `jax.clear_caches()` drop them.
 """
 
-import operator
 import weakref
 from typing import Any
 
 from .._caches import cache_clears
 from . import _reuse
 from ._accounting import live_wrappers
+from ._aliases import Aliases
 from ._fun import FunParts, static_key
 from ._lru import LRU, sizes
-from ._node_data import node_data, same_node_data
+from ._node_data import node_data
 from ._program import _all_programs, _options, Program
 
 
@@ -32,18 +32,17 @@ from ._program import _all_programs, _options, Program
 # a wrapper that calls it, and goes, with everything its key holds (a closure's captured array),
 # when the last one does.
 _shared: LRU[Any, Program] = LRU(lambda: sizes.programs)
-# The keys a function has after a trace that changed it (see `alias_program`), each for the very
-# objects that traced it alone: `(program, static template, node data)`.
-_aliases: LRU[Any, tuple[Program, tuple, tuple]] = LRU(lambda: sizes.programs)
+# The key a function has after a trace that changed it (see `alias_program`), for the very
+# objects that traced it alone (the static template and node data), until they are keyed
+# otherwise (`_aliases.py`).
+_aliases = Aliases(lambda: sizes.programs)
 
 
 def _forget(program: Program, _: Any = None) -> None:
     for key, found in _shared.items():
         if found is program:
             _shared.pop(key)
-    for key, (found, _, _) in _aliases.items():
-        if found is program:
-            _aliases.pop(key)
+    _aliases.drop_target(program)
 
 
 # The programs that no live wrapper calls, most recently released last: kept a while, so that
@@ -99,25 +98,25 @@ def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[st
     an equivalent function."""
     key = static_key(fun, parts, donated_args, _options(jitkwargs))
     program = _shared.get(key)
+    if len(_aliases):
+        # Only while some function has an alias (a trace counter): the node data walked once.
+        data = _data(parts)
+        if program is None:
+            aliased = _aliases.get(key, parts.template, data)
+            if aliased is not None:
+                _release(aliased)
+                return aliased
+        # These objects are keyed `key` now: an alias they had stands for a state they left.
+        _aliases.left(key, parts.template, data)
     if program is None:
-        alias = _aliases.get(key)
-        if alias is not None and _same_objects(alias, parts):
-            program = alias[0]
-        else:
-            program = Program(fun, parts, donated_args, jitkwargs, key)
-            _shared.set(key, program)
+        program = Program(fun, parts, donated_args, jitkwargs, key)
+        _shared.set(key, program)
     _release(program)
     return program
 
 
-def _same_objects(alias: tuple, parts: FunParts) -> bool:
-    """Whether `parts` holds the very static objects that traced the aliased program."""
-    _, template, data = alias
-    return (
-        len(template) == len(parts.template)
-        and all(map(operator.is_, template, parts.template))
-        and same_node_data(node_data(parts.treedef, list(parts.template)), data)
-    )
+def _data(parts: FunParts) -> list:
+    return node_data(parts.treedef, list(parts.template))
 
 
 def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
@@ -131,8 +130,9 @@ def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
         # Only for these very objects: a function rebuilt over the same shared object (a list
         # the trace appends to) has this key too, but it never ran the trace, and traced now it
         # may compute something else (`x * len(shared)`).
-        data = tuple(node_data(parts.treedef, list(parts.template)))
-        _aliases.set(key, (program, parts.template, data))
+        _aliases.set(key, program, parts.template, tuple(_data(parts)))
+    elif len(_aliases):
+        _aliases.left(key, parts.template, _data(parts))
 
 
 def _clear_all() -> None:

@@ -225,6 +225,28 @@ def signature(args: tuple, kwargs: dict) -> Signature:
     return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config())
 
 
+def field_path(obj: Any, args: tuple, kwargs: dict) -> str:
+    """The path of the static field of an Equinox module in a call that holds `obj` itself
+    (`args[0].cb`), as `signature` names it; `""` if none does. Only on a miss."""
+    pending: list = [(argument_path(()), (args, kwargs), True)]
+    with collector_paused():
+        while pending:
+            path, x, top = pending.pop()
+            if isinstance(x, eqx.Module):
+                stored = x.__dict__
+                for f in dataclasses.fields(x):
+                    if f.metadata.get("static", False) and stored.get(f.name) is obj:
+                        return f"{path}.{f.name}"
+            children, treedef = jtu.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+                continue
+            for child_keys, child in reversed(children):
+                child_keys = tuple(child_keys)
+                child_path = argument_path(child_keys) if top else path + jtu.keystr(child_keys)
+                pending.append((child_path, child, False))
+    return ""
+
+
 def config() -> tuple[tuple[str, Any], ...]:
     """The JAX configuration a trace reads, by name: JAX's trace context (what JAX keys its own
     caches by: x64, matmul precision, promotion rules, the default device, ...) and the states
