@@ -95,10 +95,9 @@ class CacheInfo(NamedTuple):
     - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
         `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
         them from its own caches, and traced again if needed; the counts stay exact. What is
-        dropped is a cache entry (one set of static arguments) with all its programs; the
-        programs of the entry last used (one per input shape and dtype) stay together, in JAX's
-        own cache of that entry, which JAX bounds, so `currsize` can exceed `maxsize` while a
-        single entry holds more programs than it.
+        dropped is a cache entry (one set of static arguments) with all its programs (one per
+        input shape and dtype): an entry whose programs alone exceed `maxsize` is dropped too,
+        after the call that compiled the one too many, so `currsize <= maxsize` always holds.
     - `currsize`: the number of compiled programs this wrapper's cache holds now.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`),
         the ones `compiles` counts: not what JAX derives from them under a transformation (a
