@@ -269,6 +269,8 @@ def run(
         "totals": totals(rows),
         "prediction": None if stabilize else prediction(rows),
     }
+    if report["prediction"] is not None:
+        report["prediction"]["jax_caches_cleared"] = observer.predictor.clears
     return status, report
 
 
