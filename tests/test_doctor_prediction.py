@@ -263,6 +263,8 @@ def test_prediction_follows_the_bound_on_one_entrys_programs(tmp_path: Path):
     assert observed["totals"]["filter_jit_misses"] == 8
     assert prediction["filter_jit_misses"] == stabilized["totals"]["filter_jit_misses"] == 16
     assert prediction["filter_jit_compiles"] == stabilized["totals"]["filter_jit_compiles"] == 16
+    # The entry is dropped at its 3rd program, 5 times over the 16 calls, and the report says so.
+    assert prediction["dropped"] == 5 and prediction["added"] == 8
     (row,) = stabilized["functions"]
     assert (row["calls"], row["hits"], row["misses"]) == (16, 0, 16)
     assert printed == printed_stable

@@ -63,11 +63,12 @@ def account(
                     trace = observer.probe(jit_wrapper, args, kwargs)
                     if frame.inputs is not None:
                         fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
-                late = observer.predictor.late
+                late, dropped = observer.predictor.late, observer.predictor.dropped
                 predicted = observer.predictor.miss(
                     decision, fun_arrays, sig if bound else None, fingerprint, trace
                 )
                 record.late += observer.predictor.late - late
+                record.dropped += observer.predictor.dropped - dropped
             except Exception:  # pragma: no cover - counted, and the report says so.
                 record.unpredicted += 1
         if predicted is not None:

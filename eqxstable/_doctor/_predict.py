@@ -171,6 +171,8 @@ class Predictor:
         self.all_programs: list[ShadowProgram] = []
         # How many times the script called `jax.clear_caches()`.
         self.clears = 0
+        # How many entries were dropped with their programs, past the bound (`Cache.bound`).
+        self.dropped = 0
 
     def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
         """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
@@ -371,4 +373,6 @@ class Predictor:
             miss = not_compiled(miss, 0.0, "reused")
         # An entry whose programs alone exceed the bound goes with them, after the call.
         program.cache.bound(entry)
+        if program.cache.entries.peek(entry.slot) is not entry:
+            self.dropped += 1
         return miss

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 
+from .._jit import sizes
 from ._jax_jit import JaxRecord
 from ._record import Record
 
@@ -55,6 +56,7 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "added": len(record.added),
         "added_groups": _groups(record.added),
         "lowered": record.lowered,
+        "dropped": record.dropped,
         "with_eqxstable": len(record.predicted),
         # Of those, the ones that would compile: the others run a program already compiled for
         # an equal trace (`_reuse.py`).
@@ -136,6 +138,7 @@ def prediction(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "avoidable": sum(row["avoidable"] for row in equinox),
         "added": sum(row["added"] for row in equinox),
         "lowered": sum(row["lowered"] for row in equinox),
+        "dropped": sum(row["dropped"] for row in equinox),
         "with_eqxstable": sum(row["with_eqxstable"] for row in equinox),
         "compile_seconds": sum(row["compile_seconds"] for row in equinox),
         "avoidable_compile_seconds": sum(row["avoidable_compile_seconds"] for row in equinox),
@@ -217,7 +220,7 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
     if p is None:
         return []
     now, then = p["misses"], p["with_eqxstable"]
-    if not p["avoidable"] and not p["added"] and not p["lowered"]:
+    if not (p["avoidable"] or p["added"] or p["lowered"] or p["dropped"]):
         text = (
             f"eqxstable's `filter_jit` would make the same {_count(now, 'miss', 'misses')} as "
             "`equinox.filter_jit` here: each comes from a change that it sees too."
@@ -231,9 +234,17 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
                 "spent compiling"
             )
         if p["added"]:
+            made = "made for something else" if not p["dropped"] else "in its cache"
             parts.append(
                 f"it compiles for {_count(p['added'], 'call', 'calls')} that Equinox served "
-                "from a program made for something else (marked [eqxstable compiles])"
+                f"from a program {made} (marked [eqxstable compiles])"
+            )
+        if p["dropped"]:
+            parts.append(
+                f"{_count(p['dropped'], 'time', 'times')} the programs of one set of static "
+                "arguments (one per input shape) would exceed the bound on a wrapper's programs, "
+                f"`cache_info().maxsize` = {sizes.entries} (`EQXSTABLE_MAX_ENTRIES`), and be "
+                "dropped together, so that their calls trace again"
             )
         if p["lowered"]:
             lowers = _count(p["lowered"], "`.lower()` that traces", "`.lower()`s that trace")
