@@ -272,6 +272,12 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
             f"a program already compiled for an equal trace, so it compiles {bound}"
             f"{_count(compiles, 'time', 'times')}."
         )
+    if p["lowered"]:
+        text += (
+            " (The doctor does not see a `.compile()` of what `.lower()` returns: a lowered trace "
+            "that is compiled but never called is predicted to compile nothing, where eqxstable "
+            "counts that compile.)"
+        )
     if p.get("jax_caches_cleared"):
         text += (
             " (The script cleared JAX's caches, `jax.clear_caches()`: a program compiled before "
