@@ -151,6 +151,33 @@ def test_entries_history_and_misses_are_bounded_and_counts_exact(small_sizes):
     assert wrapper.cache_info()[:4] == (1, 11, 3, 3)
 
 
+@pytest.mark.counts_traces
+def test_max_entries_bounds_the_programs_of_one_entry(small_sizes):
+    # Attack 9b-04: one entry (one static value) called with more shapes than `maxsize` kept a
+    # program per shape (currsize 8 with maxsize 2) and served them all. Now an entry whose
+    # programs alone exceed the bound is dropped with them: what it served is traced again.
+    small_sizes.entries = 2
+    traces = 0
+
+    def g(x):
+        nonlocal traces
+        traces += 1
+        return x * 2
+
+    wrapper = es.filter_jit(g)
+    for _ in range(2):
+        for s in range(1, 9):
+            np.testing.assert_allclose(wrapper(jnp.ones(s)), 2.0)
+            assert wrapper.cache_info().currsize <= 2
+    info = wrapper.cache_info()
+    assert traces == 16 and (info.hits, info.misses, info.traces) == (0, 16, 16)
+    assert info.compiles <= info.traces and info.maxsize == 2
+    # Within the bound, the programs are kept and served.
+    wrapper(jnp.ones(20))
+    wrapper(jnp.ones(20))
+    assert traces == 17 and wrapper.cache_info()[:2] == (1, 17)
+
+
 def test_lru_weighs_and_evicts():
     evicted = []
     lru: LRU[str, int] = LRU(lambda: 5, lambda k, v: evicted.append(k), weight=lambda v: v)

@@ -25,20 +25,12 @@ import equinox as eqx
 import jax.monitoring
 import jax.tree_util as jtu
 
-from .._jit import (
-    COMPILE_EVENT,
-    LOWER_EVENT,
-    Miss,
-    signature,
-    split_fun,
-    static_key,
-    TRACE_EVENT,
-)
+from .._jit import COMPILE_EVENT, LOWER_EVENT, split_fun, static_key, TRACE_EVENT
 from .._keys import key_uses_identity, stable_key
 from . import _reuse
-from ._explain import added_miss, explain_miss, ObservedMiss
+from ._account import account, account_lowered
 from ._predict import Decision, donated, Predictor
-from ._quiet import MSG_REFUSED, quiet, UserCodeRefused
+from ._quiet import quiet, UserCodeRefused
 from ._record import fun_name, location, Record
 from ._state import anchor_of, CacheState, Frame, Stack
 
@@ -57,7 +49,7 @@ class Observer:
         self.records: list[Record] = []
         self.hooks: tuple[str, str] = ("none", "none")
         self._by_fun: dict[Any, Record] = {}
-        self._predictor = Predictor()
+        self.predictor = Predictor()
         # The wrappers the script made (`--stabilize` replaces these), by `id` of their anchor,
         # which is held.
         self._made: dict[int, Any] = {}
@@ -68,7 +60,7 @@ class Observer:
         self._listening = False
         # Whether a trace of Equinox's can be asked for again safely (`_reuse.probe`): only
         # where the trace hook is Equinox's `hashable_combine`, which refuses a second trace.
-        self._probes = False
+        self.probes = False
 
     def made(self, jit_wrapper: Any) -> Any:
         """Notes `jit_wrapper` as made by the script, and returns it."""
@@ -102,11 +94,14 @@ class Observer:
             self._combine = combine
             self._patch(jit_module, "hashable_combine", self._make_combine(combine))
             witness = "equinox._jit.hashable_combine"
+        # `jax.clear_caches()` drops JAX's programs, and eqxstable's programs kept by key.
+        clear_caches = jax.clear_caches
+        self._patch(jax, "clear_caches", functools.wraps(clear_caches)(self._cleared(clear_caches)))
         self._listening = True
         jax.monitoring.register_event_duration_secs_listener(self._listener)
         self._undo.append(self._unlisten)
         self.hooks = (call_hook, witness)
-        self._probes = witness == "equinox._jit.hashable_combine"
+        self.probes = witness == "equinox._jit.hashable_combine"
         return self.hooks
 
     def _unlisten(self) -> None:
@@ -157,6 +152,17 @@ class Observer:
 
         return hashable_combine
 
+    def _cleared(self, original: Callable) -> Callable:
+        predictor = self.predictor
+
+        def clear_caches(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            finally:
+                predictor.cleared()
+
+        return clear_caches
+
     def _listener(self, event: str, duration_secs: float, **kwargs: Any) -> None:
         del kwargs
         frames = self._stack.frames
@@ -178,26 +184,29 @@ class Observer:
     def _observe(self, jit_wrapper, is_lower, args, kwargs, original):
         __tracebackhide__ = True
         state = decision = None
-        if not is_lower:
-            # Observing must not change what the script does: no exception may reach it.
+        # Under `jax.disable_jit()` the call runs eagerly: nothing is traced or compiled, under
+        # Equinox as under eqxstable (a hit, `CacheInfo.hits`), and no JAX cache changes.
+        eager = bool(jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
+        # Observing must not change what the script does: no exception may reach it.
+        try:
+            with quiet():
+                state = self._state(jit_wrapper)
+        except (Exception, UserCodeRefused):  # pragma: no cover
+            state = None
+        if state is not None and state.shadow is not None and not eager:
+            # Decided before the call, as a stable wrapper decides: the call may change what
+            # the prediction watches (a trace counter, a donated argument). A failure leaves
+            # the call counted but not predicted, and the report says so.
             try:
                 with quiet():
-                    state = self._state(jit_wrapper)
-            except (Exception, UserCodeRefused):  # pragma: no cover
-                state = None
-            if state is not None and state.shadow is not None:
-                # Decided before the call, as a stable wrapper decides: the call may change what
-                # the prediction watches (a trace counter, a donated argument). A failure leaves
-                # the call counted but not predicted, and the report says so.
-                try:
-                    with quiet():
-                        decision = self._predictor.before(state.shadow, args, kwargs)
-                except (Exception, UserCodeRefused):
-                    decision = None
+                    decision = self.predictor.before(state.shadow, args, kwargs)
+            except (Exception, UserCodeRefused):
+                decision = None
         frames = self._stack.frames
-        frame = Frame(lowering=is_lower)
-        if decision is not None and self._probes and self._predictor.first_trace(decision):
-            frame.inputs = self._inputs(jit_wrapper, decision)
+        frame = Frame(lowering=is_lower or eager)
+        if not is_lower and decision is not None and self.probes:
+            if self.predictor.first_trace(decision):
+                frame.inputs = self._inputs(jit_wrapper, decision)
         frames.append(frame)
         error: BaseException | None = None
         try:
@@ -212,7 +221,13 @@ class Observer:
             # be the only jitted function the script called.
             if state is not None and (error is None or frame.traced):
                 try:
-                    self._account(state, frame, jit_wrapper, args, kwargs, decision, error)
+                    if is_lower:
+                        if decision is not None and error is None:
+                            account_lowered(self, state, frame, jit_wrapper, decision)
+                    elif eager:
+                        state.record.calls += 1
+                    else:
+                        account(self, state, frame, jit_wrapper, args, kwargs, decision, error)
                 except (Exception, UserCodeRefused):  # pragma: no cover
                     pass
 
@@ -244,7 +259,7 @@ class Observer:
             replaced = not self.only_made or id(anchor) in self._made
             shadow = None
             if fun is not None and replaced:
-                shadow = self._predictor.wrapper(fun, options)
+                shadow = self.predictor.wrapper(fun, options)
             record = self._record_for(fun, jit_wrapper, key)
             state = CacheState(anchor, record, shadow, replaced)
             record.caches += 1
@@ -273,7 +288,7 @@ class Observer:
         except Exception:
             return None
 
-    def _fun_arrays(self, jit_wrapper: Any) -> list:
+    def fun_arrays(self, jit_wrapper: Any) -> list:
         """The arrays of the function this call was made with (an Equinox wrapper unflattened
         with new ones holds them as its `_dynamic_fun`), in the order of its leaves."""
         dynamic = getattr(jit_wrapper, "_dynamic_fun", None)
@@ -285,14 +300,14 @@ class Observer:
         """The fingerprint's input part, before the call runs (`_reuse.inputs`)."""
         try:
             with quiet():
-                fun_arrays = self._fun_arrays(jit_wrapper)
+                fun_arrays = self.fun_arrays(jit_wrapper)
                 return _reuse.inputs(
                     jit_wrapper, decision.wrapper.which, decision.entry, decision.leaves, fun_arrays
                 )
         except (Exception, UserCodeRefused):  # pragma: no cover - the miss then compiles.
             return None
 
-    def _probe(self, jit_wrapper: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
+    def probe(self, jit_wrapper: Any, args: tuple, kwargs: dict) -> Callable[[], Any]:
         """Gives the closed jaxpr of the trace Equinox made of this call (`_reuse.probe`), asked
         for once, when first needed."""
 
@@ -305,96 +320,6 @@ class Observer:
                 self._stack.frames.pop()
 
         return trace
-
-    def _account(
-        self,
-        state: CacheState,
-        frame: Frame,
-        jit_wrapper: Any,
-        args: tuple,
-        kwargs: dict,
-        decision: Decision | None,
-        error: BaseException | None = None,
-    ) -> None:
-        record = state.record
-        record.calls += 1
-        record.compile_seconds += frame.compile_seconds
-        record.trace_seconds += frame.trace_seconds
-        traced = frame.traced or frame.compiled
-        predicted = None
-        settled = True
-        if not state.replaced:
-            pass
-        elif decision is None:
-            record.unpredicted += 1
-        else:
-            try:
-                settled = self._predictor.settle(decision, traced)
-            except Exception:  # pragma: no cover - counted, and the report says so.
-                record.unpredicted += 1
-        if settled and not traced:
-            return
-        with quiet():
-            try:
-                sig = signature(args, kwargs) if traced else None
-            except UserCodeRefused:
-                # Keying the arguments would run the script's own code: counted, unexplained.
-                record.misses.append(ObservedMiss("first", "", MSG_REFUSED, False, 0.0))
-                return
-            if not settled:
-                assert decision is not None
-                try:
-                    fun_arrays = self._fun_arrays(jit_wrapper)
-                    # The signature of the call as made serves when binding changed nothing.
-                    bound = decision.args is args and decision.kwargs is kwargs
-                    fingerprint = trace = None
-                    if self._probes and frame.traced and error is None:
-                        trace = self._probe(jit_wrapper, args, kwargs)
-                        if frame.inputs is not None:
-                            fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
-                    late = self._predictor.late
-                    predicted = self._predictor.miss(
-                        decision, fun_arrays, sig if bound else None, fingerprint, trace
-                    )
-                    record.late += self._predictor.late - late
-                except Exception:  # pragma: no cover - counted, and the report says so.
-                    record.unpredicted += 1
-            if predicted is not None:
-                record.predicted.append(predicted)
-            if traced:
-                assert sig is not None
-                new_cache, state.fresh = state.fresh, False
-                try:
-                    miss = explain_miss(
-                        record.history,
-                        record.name,
-                        sig,
-                        args,
-                        kwargs,
-                        frame.compile_seconds,
-                        new_cache,
-                        predicted,
-                        avoidable=decision is not None and predicted is None,
-                    )
-                except Exception as e:  # pragma: no cover - counted even if not explained.
-                    miss = ObservedMiss("first", "", f"(not explained: {e!r})", False, 0.0)
-                if error is not None:
-                    failure = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-                    said = "traced, and the trace raised " + failure + " (nothing was compiled)."
-                    reason = miss.reason.replace("traced and compiled.", said)
-                    if reason == miss.reason:
-                        reason += f" The trace raised {failure} (nothing was compiled)."
-                    miss = miss._replace(reason=reason)
-                if not frame.traced:
-                    # JAX compiled what it derived from an earlier trace (a gradient under
-                    # `jax.grad`): a compile, no trace of the function.
-                    miss = miss._replace(traced=False)
-                record.misses.append(miss)
-                if not state.replaced:
-                    # `--stabilize` leaves this wrapper to Equinox: the same miss.
-                    record.predicted.append(Miss(miss.kind, miss.path, miss.reason))  # pyright: ignore
-            elif predicted is not None:
-                record.added.append(added_miss(predicted))
 
 
 class Hooks(NamedTuple):

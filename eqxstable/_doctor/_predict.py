@@ -43,6 +43,7 @@ from .._jit import (
     same_fun,
     Signature,
     signature,
+    sizes,
     split_fun,
     static_key,
     under_a_trace,
@@ -166,6 +167,12 @@ class Predictor:
         # Compiles with no miss of their own (`CacheInfo.compiles`): the first call at the top
         # level of what a call traced only under a transformation.
         self.late = 0
+        # Every shadow program made (`cleared`): a wrapper keeps its own once it is unshared.
+        self.all_programs: list[ShadowProgram] = []
+        # How many times the script called `jax.clear_caches()`.
+        self.clears = 0
+        # How many entries were dropped with their programs, past the bound (`Cache.bound`).
+        self.dropped = 0
 
     def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
         """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
@@ -183,6 +190,7 @@ class Predictor:
             if alias is not None and same_fun(alias[1], parts):
                 return alias[0]
             program = self.programs[key] = ShadowProgram(key, fun, which)
+            self.all_programs.append(program)
         return program
 
     def before(self, wrapper: ShadowWrapper, args: tuple, kwargs: dict) -> Decision:
@@ -225,18 +233,55 @@ class Predictor:
         elif wrapper.pair is not _MANY and wrapper.pair != pair:
             wrapper.pair = _MANY
         if traced:
-            # What tracing changed in the function or its arguments (a trace counter) is part of
-            # the program, not a later change: a stable wrapper looks again after its traces
-            # (`Cache.rekey`, `_State.traced`, `alias_program`).
-            program.cache.rekey(entry)
-            wrapper.resnapshot()
-            key = static_key(wrapper.fun, wrapper.parts, wrapper.which, ())
-            if key != program.key and key not in self.programs:
-                self.aliases[key] = (program, fun_identity(wrapper.parts))
+            self._traced(decision)
             return False
         # Equinox reused a program compiled for these array types, and every call of this
         # wrapper so far used this one entry: eqxstable compiled for them under it too.
         return entry in program.seen and wrapper.pair is not _MANY
+
+    def _traced(self, decision: Decision) -> None:
+        # What tracing changed in the function or its arguments (a trace counter) is part of
+        # the program, not a later change: a stable wrapper looks again after its traces
+        # (`Cache.rekey`, `_State.traced`, `alias_program`).
+        wrapper, program, entry = decision[:3]
+        program.cache.rekey(entry)
+        wrapper.resnapshot()
+        key = static_key(wrapper.fun, wrapper.parts, wrapper.which, ())
+        if key != program.key and key not in self.programs:
+            self.aliases[key] = (program, fun_identity(wrapper.parts))
+
+    def lowered(self, decision: Decision, fun_arrays: list, traced: bool) -> Miss | None:
+        """The miss eqxstable's `.lower()` would make for this call (`traced`: whether Equinox's
+        traced), or `None`: a trace JAX's trace cache does not hold is a miss that compiles
+        nothing, and the first call at the top level compiles it with no miss of its own, as
+        after a trace under a transformation (`_jit/_lowered.py`). Where the script calls
+        `.compile()` but never the function, `--stabilize` counts that compile and the doctor,
+        which does not see Equinox's `.compile()`, does not."""
+        if traced:
+            self._traced(decision)
+        miss = self.miss(decision, fun_arrays, lowering=True)
+        if miss is not None:
+            decision.wrapper.calls += 1
+        return miss
+
+    def cleared(self) -> None:
+        """After `jax.clear_caches()`: JAX holds no trace or program any more, and eqxstable
+        drops its programs kept by key (`_jit._sharing._JaxClear`); its live wrappers keep their
+        own programs and entries, which trace again."""
+        self.clears += 1
+        for program in self.all_programs:
+            program.seen.clear()
+            program.traced.clear()
+            program.traced_abstract.clear()
+        self.programs.clear()
+        self.aliases.clear()
+        # A program compiled before serves no later trace: JAX traces a guest's call under its
+        # token again, and the guest detaches (`_jit._token.Token.check`). The token still
+        # holds its fingerprint while its entry lives, so that no later trace is offered in its
+        # place; the doctor cannot tell when it dies, and keeps it: the compiles predicted
+        # after a clear are an upper bound (the report says so).
+        for token in self.fingerprints.values():
+            token.traces = max(token.traces, 2)
 
     def first_trace(self, decision: Decision) -> bool:
         """Whether a miss of this call would be its entry's first trace, the only one that
@@ -250,6 +295,7 @@ class Predictor:
         sig: Signature | None = None,
         fingerprint: Callable[[], Hashable | None] | None = None,
         trace: Callable[[], Any] | None = None,
+        lowering: bool = False,
     ) -> Miss | None:
         """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
 
@@ -264,6 +310,8 @@ class Predictor:
         - `trace`: gives the closed jaxpr of Equinox's trace of this call (`_reuse.probe`), or
             `None`; `None` where Equinox did not trace it (the program is then taken to be
             unpinned).
+        - `lowering`: a `.lower()` of the call, which traces as a transformation does and
+            compiles nothing (`lowered`).
 
         **Returns:**
 
@@ -273,7 +321,7 @@ class Predictor:
         wrapper, program, entry, rebound, args, kwargs, leaves, context = decision
         dynamic = [*itertools.compress(leaves, entry.dyn_sel), *fun_arrays]
         avals = tuple(map(_array_leaf, dynamic))
-        abstract = any(isinstance(x, Tracer) for x in dynamic)
+        abstract = lowering or any(isinstance(x, Tracer) for x in dynamic)
         # A guest under a transformation detaches and traces; otherwise JAX's caches decide.
         detached = abstract and detaches(program, entry, context, avals)
         elsewhere = not detached and in_other_context(program, entry, context, avals)
@@ -296,7 +344,17 @@ class Predictor:
             # jit layer's words blame JAX's cache, which it cannot tell apart).
             miss = Miss("first", "", in_another_context(fun_names(wrapper.fun)[0]))
         program.history.append(sig)
+        if len(program.history) > sizes.entries:
+            del program.history[: len(program.history) - sizes.entries]
         entry.mutated = None
+        # The entry holds one more program (`Program._commit`): its weight in the cache's bound.
+        program.cache.compiled(entry)
+        if lowering:
+            # `.lower()` traces under the entry's own token (`detached_token`), reusing nothing.
+            token = program.tokens.get(entry)
+            if token is None or token.target is not None:
+                program.tokens[entry] = ShadowToken()
+            return not_compiled(miss, 0.0, "lowered")
         # The jit layer's own decision (`runs_python`) on Equinox's trace of the same call,
         # whose jaxpr is eqxstable's but for the order of its inputs: a program that calls Python
         # while it runs serves only the objects that traced it (`Cache.pin`), and is neither
@@ -311,5 +369,10 @@ class Predictor:
             # is its own derived program.
             miss = not_compiled(miss, 0.0, "inside")
         elif not compiled:
+            program.cache.reused(entry)
             miss = not_compiled(miss, 0.0, "reused")
+        # An entry whose programs alone exceed the bound goes with them, after the call.
+        program.cache.bound(entry)
+        if program.cache.entries.peek(entry.slot) is not entry:
+            self.dropped += 1
         return miss

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 
+from .._jit import sizes
 from ._jax_jit import JaxRecord
 from ._record import Record
 
@@ -54,6 +55,8 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "avoidable_compile_seconds": sum(m.compile_seconds for m in avoidable),
         "added": len(record.added),
         "added_groups": _groups(record.added),
+        "lowered": record.lowered,
+        "dropped": record.dropped,
         "with_eqxstable": len(record.predicted),
         # Of those, the ones that would compile: the others run a program already compiled for
         # an equal trace (`_reuse.py`).
@@ -72,20 +75,22 @@ def stable_row(wrappers: list[Any]) -> dict[str, Any]:
     fun = getattr(wrappers[0], "__wrapped__", None)
     code = getattr(fun, "__code__", None)
     calls = sum(i.hits + i.misses for i in infos)
+    # Counted, not the length of `.misses`, which keeps only the latest (`maxsize`) of them.
+    missed = sum(i.misses for i in infos)
     return {
         "name": wrappers[0].name,
         "location": f"{code.co_filename}:{code.co_firstlineno}" if code else "",
         "jit": "eqxstable",
         "wrappers": len(wrappers),
         "calls": calls,
-        "hits": calls - len(misses),
-        "misses": len(misses),
+        "hits": calls - missed,
+        "misses": missed,
         "compiles": sum(i.compiles for i in infos),
         "compile_seconds": sum(i.compile_seconds for i in infos),
         "trace_seconds": sum(i.trace_seconds for i in infos),
         "misses_by_kind": dict(Counter(m.kind for m in misses)),
         "miss_groups": _groups(misses),
-        "with_eqxstable": len(misses),
+        "with_eqxstable": missed,
         "with_eqxstable_compiles": sum(i.compiles for i in infos),
         "with_eqxstable_by_kind": dict(Counter(m.kind for m in misses)),
     }
@@ -132,6 +137,8 @@ def prediction(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "misses": sum(row["misses"] for row in equinox),
         "avoidable": sum(row["avoidable"] for row in equinox),
         "added": sum(row["added"] for row in equinox),
+        "lowered": sum(row["lowered"] for row in equinox),
+        "dropped": sum(row["dropped"] for row in equinox),
         "with_eqxstable": sum(row["with_eqxstable"] for row in equinox),
         "compile_seconds": sum(row["compile_seconds"] for row in equinox),
         "avoidable_compile_seconds": sum(row["avoidable_compile_seconds"] for row in equinox),
@@ -213,7 +220,7 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
     if p is None:
         return []
     now, then = p["misses"], p["with_eqxstable"]
-    if not p["avoidable"] and not p["added"]:
+    if not (p["avoidable"] or p["added"] or p["lowered"] or p["dropped"]):
         text = (
             f"eqxstable's `filter_jit` would make the same {_count(now, 'miss', 'misses')} as "
             "`equinox.filter_jit` here: each comes from a change that it sees too."
@@ -227,9 +234,23 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
                 "spent compiling"
             )
         if p["added"]:
+            made = "made for something else" if not p["dropped"] else "in its cache"
             parts.append(
                 f"it compiles for {_count(p['added'], 'call', 'calls')} that Equinox served "
-                "from a program made for something else (marked [eqxstable compiles])"
+                f"from a program {made} (marked [eqxstable compiles])"
+            )
+        if p["dropped"]:
+            parts.append(
+                f"{_count(p['dropped'], 'time', 'times')} the programs of one set of static "
+                "arguments (one per input shape) would exceed the bound on a wrapper's programs, "
+                f"`cache_info().maxsize` = {sizes.entries} (`EQXSTABLE_MAX_ENTRIES`), and be "
+                "dropped together, so that their calls trace again"
+            )
+        if p["lowered"]:
+            lowers = _count(p["lowered"], "`.lower()` that traces", "`.lower()`s that trace")
+            parts.append(
+                f"it counts {lowers} as a miss (no call of Equinox's, which traces there "
+                "too), compiled by its `.compile()` or the first call"
             )
         names = [row["name"] for row in report["functions"] if row["jit"] == "equinox"]
         which = f"`{names[0]}`" if len(names) == 1 else "the `equinox.filter_jit` functions above"
@@ -239,15 +260,30 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
             f"`eqxstable doctor --stabilize {report['script']}` runs it that way."
         )
     compiles = p["compiles_with_eqxstable"]
-    if compiles < then:
+    # A traced `.lower()` is a miss whose compile is counted later (or by its `.compile()`).
+    if compiles < then - p["lowered"]:
         # A call marked [eqxstable compiles] traces what Equinox did not trace: the doctor
         # cannot fingerprint that trace without running the script's code again, and counts it
         # as a compile, though it may find a program compiled for an equal trace too.
         bound = "at most " if p["added"] else ""
         text += (
-            f" {_count(then - compiles, 'miss', 'misses')} of the {then} would trace, then run "
+            f" {_count(then - p['lowered'] - compiles, 'miss', 'misses')} of the {then} would "
+            "trace, then run "
             f"a program already compiled for an equal trace, so it compiles {bound}"
             f"{_count(compiles, 'time', 'times')}."
+        )
+    if p["lowered"]:
+        text += (
+            " (The doctor does not see a `.compile()` of what `.lower()` returns: a lowered trace "
+            "that is compiled but never called is predicted to compile nothing, where eqxstable "
+            "counts that compile.)"
+        )
+    if p.get("jax_caches_cleared"):
+        text += (
+            " (The script cleared JAX's caches, `jax.clear_caches()`: a program compiled before "
+            "serves no later trace, and one compiled after it serves a later equal trace only "
+            "where eqxstable no longer holds an earlier one, which the doctor cannot tell; the "
+            "compiles predicted are an upper bound.)"
         )
     if p["unpredicted_calls"]:
         text += (

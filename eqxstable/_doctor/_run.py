@@ -253,7 +253,8 @@ def run(
             where = f"{code.co_filename}:{code.co_firstlineno}" if code else cls.__qualname__
             by_function.setdefault((wrapper.name, where, cls), []).append(wrapper)
     rows = [stable_row(wrappers) for wrappers in by_function.values()]
-    rows += [equinox_row(r) for r in observer.records if r.calls]
+    # A function only lowered is no call of Equinox's, but a miss of eqxstable's.
+    rows += [equinox_row(r) for r in observer.records if r.calls or r.predicted]
     rows += [jax_row(r) for r in watch.records]
     if script_file is not None and script_file != script:
         rows = _as_given(rows, script_file + ":", script + ":")
@@ -269,6 +270,8 @@ def run(
         "totals": totals(rows),
         "prediction": None if stabilize else prediction(rows),
     }
+    if report["prediction"] is not None:
+        report["prediction"]["jax_caches_cleared"] = observer.predictor.clears
     return status, report
 
 

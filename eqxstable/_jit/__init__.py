@@ -35,6 +35,7 @@ from ._fingerprint import (
 )
 from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
+from ._lru import sizes as sizes
 from ._pinned import (
     fun_identity as fun_identity,
     runs_python as runs_python,

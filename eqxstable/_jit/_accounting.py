@@ -61,8 +61,8 @@ _NOT_COMPILED = {
     ),
     "raised": "traced, and the trace raised (no compile).",
     "lowered": (
-        "traced by `.lower()` (no compile: its `.compile()` compiles a program outside the "
-        "wrapper's cache, and the first call compiles the trace without tracing again)."
+        "traced by `.lower()` (no compile: its `.compile()`, or the first call, compiles the "
+        "trace without tracing again, once)."
     ),
     "inside": (
         "traced inside another trace (`jax.vmap`, `jax.grad`, `jax.eval_shape`, an outer "
@@ -95,10 +95,9 @@ class CacheInfo(NamedTuple):
     - `maxsize`: the most compiled programs this wrapper's cache holds (4096 unless changed; see
         `eqxstable/_jit/_lru.py`): the least recently used are dropped beyond it, as JAX drops
         them from its own caches, and traced again if needed; the counts stay exact. What is
-        dropped is a cache entry (one set of static arguments) with all its programs; the
-        programs of the entry last used (one per input shape and dtype) stay together, in JAX's
-        own cache of that entry, which JAX bounds, so `currsize` can exceed `maxsize` while a
-        single entry holds more programs than it.
+        dropped is a cache entry (one set of static arguments) with all its programs (one per
+        input shape and dtype): an entry whose programs alone exceed `maxsize` is dropped too,
+        after the call that compiled the one too many, so `currsize <= maxsize` always holds.
     - `currsize`: the number of compiled programs this wrapper's cache holds now.
     - `compile_seconds`: XLA compile time of this wrapper's programs (from `jax.monitoring`),
         the ones `compiles` counts: not what JAX derives from them under a transformation (a
@@ -110,8 +109,9 @@ class CacheInfo(NamedTuple):
         trace, loaded one, or traced inside another trace, whose program is not this wrapper's),
         and one for the first call at the top level of what a call traced only under a
         transformation (JAX compiles that trace then, with no miss: `compiles <= traces`), or
-        by `.lower()`; and one for the first `.compile()` of a `.lower()` that traced (a program
-        outside the wrapper's cache: with the first call after it, two compiles of one trace).
+        by `.lower()`, or by that `.lower()`'s `.compile()`, whose executable the calls then run
+        (whichever compiled it first). A `.compile(compiler_options)` makes a program of its own
+        that no call runs, and is not counted.
     - `loaded`: how many misses JAX served from its persistent compilation cache
         (`jax_compilation_cache_dir`): lowered, then loaded from disk, not compiled. Its load
         time is counted in `compile_seconds` (JAX's compile event covers it).
@@ -199,6 +199,7 @@ class Call:
         "loaded",
         "miss",
         "compiled",
+        "compile_seconds",
         "_transformed",
     )
 
@@ -228,6 +229,8 @@ class Call:
         self.miss: Miss | None = None
         # Whether XLA compiled a program of this wrapper's while the call ran (JAX's event).
         self.compiled = False
+        # For a `Lowered.compile()` (`aot` while `lowering`): the seconds of its XLA compile.
+        self.compile_seconds = 0.0
         self._transformed: bool | None = None
 
     def transformed(self) -> bool:
@@ -288,6 +291,10 @@ def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
         if call.aot and event == TRACE_EVENT:
             # A `.lower()`'s trace is a miss of this wrapper's.
             call.stats.trace_seconds += duration_secs
+        elif call.aot and event == COMPILE_EVENT:
+            # A `Lowered.compile()`: it decides whether this compile is one of the wrapper's.
+            call.compiled = True
+            call.compile_seconds += duration_secs
         return
     if event == COMPILE_EVENT:
         # Under a transformation what XLA compiles while the call runs is JAX's own derived

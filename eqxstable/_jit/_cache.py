@@ -81,6 +81,15 @@ class Cache:
         if self.entries.peek(entry.slot) is entry:
             self.entries.reweigh(old, entry)
 
+    def bound(self, entry: Entry) -> None:
+        """After a call that traced for `entry`: an entry whose programs alone (one per set of
+        input types JAX compiled under its token) exceed the bound (`CacheInfo.maxsize`) is
+        dropped with all of them, as the least recently used entries are dropped beyond it, so
+        that the bound holds for the programs the cache serves; its next call makes it again,
+        and traces. JAX's own cache, which JAX bounds, lets go of them in time."""
+        if entry.compiled > sizes.entries and self.entries.peek(entry.slot) is entry:
+            self.drop(entry)
+
     def clear(self) -> None:
         self.entries.clear()
         self.aliases.clear()

@@ -1,11 +1,10 @@
 """What [`eqxstable.filter_jit`][]`(f).lower(...)` returns, and its `.compile()`."""
 
-import time
 from typing import Any
 
 import jax.tree_util as jtu
 
-from ._accounting import Call, not_compiled, notify
+from ._accounting import Call, current, not_compiled, notify
 from ._outputs import serving
 
 
@@ -31,16 +30,34 @@ class Lowered:
         return self.lowered.as_text(*args, **kwargs)
 
     def compile(self, compiler_options: dict[str, str | bool] | None = None) -> "Compiled":
-        start = time.perf_counter()
-        compiled = self.lowered.compile(compiler_options=compiler_options)
-        if self._traced:
-            # A compile with no miss of its own (`CacheInfo.compiles`): counted once per trace,
-            # so that `compiles <= traces` holds.
+        wrapper = self._wrapper
+        program = wrapper._state.program
+        # Lowering calls so that the listener hears only this compile's event (`Call.aot`).
+        call = Call(program, wrapper, (), {}, self._entry, True)
+        call.aot = call.miss_decided = True
+        call.notify = False
+        previous = current.call
+        current.call = call
+        try:
+            compiled = self.lowered.compile(compiler_options=compiler_options)
+        finally:
+            current.call = previous
+        if self._traced and compiler_options is None:
+            # Without options JAX keeps the executable with the lowering, which the wrapper's
+            # calls share: the first call after it runs this program, compiling nothing. So
+            # this is the one compile of the trace `.lower()` made (`CacheInfo.compiles`),
+            # counted when JAX's compile event says XLA compiled here: where a call compiled
+            # the trace first, JAX returned that executable and the call counted it.
             self._traced = False
-            stats = self._wrapper._stats
-            stats.late += 1
-            stats.compile_seconds += time.perf_counter() - start
-        return Compiled(compiled, self._wrapper, self._entry)
+            if call.compiled:
+                stats = wrapper._stats
+                stats.late += 1
+                stats.compile_seconds += call.compile_seconds
+                program.traced_abstract.discard(self._entry)
+        # With compiler options it is a program of its own, outside the wrapper's cache (its
+        # calls run JAX's program for the same trace, compiled without them, which the first
+        # call counts): not one of `compiles`, so that `compiles <= traces` holds.
+        return Compiled(compiled, wrapper, self._entry)
 
 
 class Compiled:

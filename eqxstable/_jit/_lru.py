@@ -14,8 +14,9 @@ before `eqxstable` is imported, with environment variables, or at any time by as
   again; beyond it the least recently released go, with everything their keys hold (a dropped
   closure's captured array) and their compiled programs.
 - `EQXSTABLE_MAX_ENTRIES` (`sizes.entries`, default 4096): per wrapper, the compiled programs
-  held (`cache_info().maxsize`), the signatures its misses are explained against, and the misses
-  kept for `.misses`.
+  held (`cache_info().maxsize`: entries weighted by their programs, one per input types; an
+  entry whose programs alone exceed it is dropped with them, `Cache.bound`), the signatures its
+  misses are explained against, and the misses kept for `.misses`.
 
 Eviction never changes a count (`hits` and `misses` are counters of their own) and never serves
 a stale program: an evicted entry is traced again when it is next needed.

@@ -190,6 +190,9 @@ class _JitWrapper(Generic[_P, _T]):
                 # waited for, as `equinox.filter_jit` waits for every call, so that its error
                 # is raised here rather than wherever the result is first used.
                 jax.block_until_ready(out)
+            if call.committed:
+                # `maxsize` bounds the programs of one entry too (one per input types).
+                program.cache.bound(entry)
         except BaseException as e:
             error = equinox_error(e, __equinox_jit_id__)
             # A call that failed before its miss was recorded (an error while tracing, or a
