@@ -47,6 +47,7 @@ from .._jit import (
     split_fun,
     static_key,
     under_a_trace,
+    unpinned_place,
 )
 from .._keys import compute, Key, Watch
 from ._jax_caches import context, counts, detaches, in_another_context, in_other_context
@@ -337,7 +338,12 @@ class Predictor:
             sig = dataclasses.replace(sig, leaves=sig.leaves + fun_leaves)
         # The jit layer's own explanation, in the same order and words as a real miss.
         miss = explain_stable_miss(
-            fun_names(wrapper.fun)[0], rebound, entry.mutated, sig, program.history
+            fun_names(wrapper.fun)[0],
+            rebound,
+            entry.mutated,
+            sig,
+            program.history,
+            unpinned_place(entry.unpinned, sig, args, kwargs),
         )
         if elsewhere and miss.kind == "first" and program.history:
             # Equal arguments, traced before: what changed is the context JAX keys by (the
@@ -347,6 +353,7 @@ class Predictor:
         if len(program.history) > sizes.entries:
             del program.history[: len(program.history) - sizes.entries]
         entry.mutated = None
+        entry.unpinned = None
         # The entry holds one more program (`Program._commit`): its weight in the cache's bound.
         program.cache.compiled(entry)
         if lowering:

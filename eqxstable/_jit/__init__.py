@@ -41,7 +41,7 @@ from ._pinned import (
     runs_python as runs_python,
     same_fun as same_fun,
 )
-from ._program import fun_names as fun_names
+from ._program import fun_names as fun_names, unpinned_place as unpinned_place
 from ._report import report as report
 from ._signature import (
     argument_path as argument_path,

@@ -221,7 +221,7 @@ class Program:
             getattr(entry, "mutated", None),
             sig,
             self.history + _pending(self),
-            _unpinned(entry.unpinned, sig, call),
+            unpinned_place(entry.unpinned, sig, call.args, call.kwargs),
         )
         return miss, sig
 
@@ -276,15 +276,28 @@ class Program:
         self._commit(call, call.entry, miss, sig)
 
 
-def _unpinned(unpinned: tuple | None, sig: Signature | None, call: Call) -> tuple | None:
-    """`Entry.unpinned` with its place as a path (`None` for the function itself)."""
+def unpinned_place(
+    unpinned: tuple | None, sig: Signature | None, args: tuple, kwargs: dict
+) -> tuple | None:
+    """`Entry.unpinned` with its place as a path (`None` for the function itself).
+
+    **Arguments:**
+
+    - `unpinned`: the entry's `unpinned`, `(where, old, new)`, or `None`.
+    - `sig`: the call's signature, whose leaves an index `where` counts.
+    - `args`, `kwargs`: the call's bound arguments, where a module's static field is found.
+
+    **Returns:**
+
+    `(path, old, new)` for `explain_stable_miss`, or `None`.
+    """
     if unpinned is None:
         return None
     where, old, new = unpinned
     if type(where) is int:
         path = sig.leaves[where][0] if sig is not None and where < len(sig.leaves) else ""
     elif where is not None:
-        path = field_path(where[1], call.args, call.kwargs)
+        path = field_path(where[1], args, kwargs)
     else:
         path = None
     return path, old, new
