@@ -66,8 +66,10 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     # Any two equal keys of a class name this very class (`Namespace`), so they read the very
     # same namespace: an object in it that `intern` may not substitute (a typing form in its
     # `__annotations__`, compared by its own `==`) is the same object for both readers, and does
-    # not stop `intern` from substituting what reads the class (as for `_registered_key`).
-    own_eq = ctx.own_eq
+    # not stop `intern` from substituting what reads the class (as for `_registered_key`); nor
+    # does a dict it holds (`__annotations__`, `__dataclass_fields__`) make a rebuilt reader of
+    # the same class another key (`Key.identity`). Its contents are keyed and watched.
+    own_eq, identity = ctx.own_eq, ctx.identity
     for c in cls.__mro__:
         if c is object or library_class(c):
             continue
@@ -81,7 +83,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         items = tuple([(k, _entry(c, k, v, ctx)) for k, v in d.items() if k not in _SKIPPED])
         registry = _abc_registry(c, ctx) if "_abc_impl" in d else ()
         out.append((Namespace(c), items, _members(c, ctx), registry))
-    ctx.own_eq = own_eq
+    ctx.own_eq, ctx.identity = own_eq, identity
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
