@@ -8,10 +8,11 @@ from typing import Any
 
 import equinox as eqx
 
+from ._class_entries import entry, generated as generated, SKIPPED
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
 from ._registries import virtual_bases
-from ._state import added_state, dict_state, hidden_state, list_state, unreadable
+from ._state import added_state, hidden_state, unreadable
 from ._structure import _registered, registry_entry
 from ._types import Equal, Namespace
 from ._watch import size
@@ -66,24 +67,21 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     # Any two equal keys of a class name this very class (`Namespace`), so they read the very
     # same namespace: an object in it that `intern` may not substitute (a typing form in its
     # `__annotations__`, compared by its own `==`) is the same object for both readers, and does
-    # not stop `intern` from substituting what reads the class (as for `_registered_key`); nor
-    # does a dict it holds (`__annotations__`, `__dataclass_fields__`) make a rebuilt reader of
-    # the same class another key (`Key.identity`). Its contents are keyed and watched.
-    own_eq, identity = ctx.own_eq, ctx.identity
+    # not stop `intern` from substituting what reads the class (as for `_registered_key`).
+    own_eq = ctx.own_eq
     for c in cls.__mro__:
         if c is object or library_class(c):
             continue
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
-        # Every entry of its namespace is keyed as what it is, through the dispatcher, whatever
-        # its name (`_entry`): dunder and `_sunder_` names are data and code like any other
-        # (`__registry__ = {...}` by identity and contents, watched; `__class_getitem__`, an
-        # enum's `_missing_`, a dunder property by the functions they run; `__annotations__` by
-        # contents). Only `_SKIPPED` is left out, each name for its reason.
-        items = tuple([(k, _entry(c, k, v, ctx)) for k, v in d.items() if k not in _SKIPPED])
+        # Every entry of its namespace is keyed as what it is, whatever its name (`entry`):
+        # dunder and `_sunder_` names are data and code like any other (`__registry__ = {...}`
+        # by contents, watched; `__class_getitem__`, an enum's `_missing_`, a dunder property
+        # by the functions they run; `__annotations__` by contents). Only `SKIPPED` is left out.
+        items = tuple([(k, entry(c, k, v, ctx)) for k, v in d.items() if k not in SKIPPED])
         registry = _abc_registry(c, ctx) if "_abc_impl" in d else ()
         out.append((Namespace(c), items, _members(c, ctx), registry))
-    ctx.own_eq, ctx.identity = own_eq, identity
+    ctx.own_eq = own_eq
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
@@ -118,53 +116,6 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
 # Whether a class has another in its MRO, by identity: `issubclass` asks `abc`, whose caches hash
 # the class with its metaclass's `__hash__` (and compare with its `==`).
 _IS_SUBTYPE = type.__subclasscheck__
-
-
-# The entries of a class's namespace left out of its key, each for its reason: `__dict__` is the
-# descriptor `type` makes for its instances' `__dict__` (no code and no data of the user's), and
-# `type` refuses to rebind it (`C.__dict__ = {}` raises). Nothing else: a name says nothing of
-# what an entry holds (`__registry__ = {...}`, an enum's `_missing_`, `__annotations__`).
-_SKIPPED = frozenset({"__dict__"})
-
-
-def _entry(c: type, name: str, v: Any, ctx: Ctx) -> Any:
-    """One entry of a user class's own namespace, keyed as what it is (`key`: a classmethod,
-    staticmethod or property by the functions it runs, data by the allowlist, a dict or list by
-    identity and contents, watched). Two kinds are the objects the class holds, never walked:
-    `abc`'s bookkeeping `_abc_impl` (a C object caching `isinstance` answers, not a hidden state
-    that would make the class a key equal to nothing; the registry it holds is keyed by
-    `_abc_registry`, and `abc`'s cache token is watched), and the methods `dataclasses`
-    generates (`generated`: text compiled from the fields, and `__dataclass_fields__` is keyed;
-    `__repr__` is wrapped with a `set` of its own). In an enum, its own members are named
-    (`_enum_entry`)."""
-    if name == "_abc_impl" or generated(v):
-        return Namespace(v)
-    if isinstance(c, enum.EnumMeta):
-        return _enum_entry(c, v, ctx, 0)
-    return key(v, ctx, False)
-
-
-def _enum_entry(c: Any, v: Any, ctx: Ctx, depth: int) -> Any:
-    """An entry of an enum class's namespace, where its own members (the names the class body
-    gave, and the containers `EnumMeta` keeps of them: `_member_map_`, `_value2member_map_`,
-    `_member_names_`, a `Flag`'s `_inverted_`) are named, not walked: the class is keyed
-    already, and a member's key would name the class in terms of itself (a cycle, whose key the
-    memo never reuses); what a member holds is keyed by `_members`. Those dicts and lists are
-    the class's own and can change in place (an alias added to `_value2member_map_` changes what
-    `Mode(99)` returns; a `Flag` caches the combinations it makes there): by contents, watched.
-    Anything else is keyed as what it is (`_missing_` by the function it runs)."""
-    if type(v) is c:
-        return ("member", v._name_, key(v._value_, ctx, False))
-    if depth < 2 and type(v) is dict:
-        ctx.states.append((v, dict_state, dict_state(v)))
-        return (
-            dict,
-            tuple([(key(k, ctx, False), _enum_entry(c, x, ctx, depth + 1)) for k, x in v.items()]),
-        )
-    if depth < 2 and type(v) is list:
-        ctx.states.append((v, list_state, list_state(v)))
-        return (list, tuple([_enum_entry(c, x, ctx, depth + 1) for x in v]))
-    return key(v, ctx, False)
 
 
 def _registered_key(f: Any, ctx: Ctx) -> Any:
@@ -260,19 +211,6 @@ def _members_state(c: type) -> tuple:
         else:
             out.append(member._value_)
     return tuple(out)
-
-
-def generated(f: Any) -> bool:
-    """Whether `f` is a method `dataclasses` made from a class's fields: compiled from "<string>"
-    inside its `__create_fn__` (Python 3.11 on, by the code's qualified name; on 3.10, which has
-    none, by the file name alone). Any other `exec` also compiles from "<string>": such a method
-    (`__call__ = ns["__call__"]`) is the user's code, keyed as any method is."""
-    f = getattr(f, "__wrapped__", f)
-    code = getattr(f, "__code__", None)
-    if code is None or code.co_filename != "<string>":
-        return False
-    qualname = getattr(code, "co_qualname", None)
-    return qualname is None or qualname.startswith("__create_fn__.<locals>.")
 
 
 def _class_state(c: type) -> tuple:
