@@ -80,3 +80,31 @@ def test_the_jit_shares_equal_partials_until_one_changes(change):
     assert float(run(p3, x)) == 1.0
     p3.keywords["s"] = 7.0
     assert float(run(p3, x)) == 7.0
+
+
+class _Holder(es.StableModule):
+    fn: ft.partial = eqx.field(static=True)
+
+    def __call__(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.counts_traces
+def test_stable_modules_share_a_program_and_keep_their_own_partial():
+    traces = 0
+
+    @eqx.filter_jit
+    def run(m, x):
+        nonlocal traces
+        traces += 1
+        return m(x)
+
+    x = jnp.float32(1.0)
+    p1, p2 = ft.partial(_scale), ft.partial(_scale)  # Empty keywords, filled later.
+    a, b = _Holder(p1), _Holder(p2)
+    assert a.fn is p1 and b.fn is p2  # Never substituted.
+    assert float(run(a, x)) == float(run(b, x)) == 1.0
+    assert traces == 1  # Still one program under plain Equinox.
+    p2.keywords["s"] = 5.0
+    assert float(b(x)) == 5.0 and float(a(x)) == 1.0
+    assert float(run(_Holder(p2), x)) == 5.0
