@@ -49,6 +49,7 @@ MODULES = (
     "eqxstable/_keys/_mutable.py",
     "eqxstable/_keys/_arrays.py",
     "eqxstable/_keys/_classes.py",
+    "eqxstable/_keys/_class_entries.py",
     "eqxstable/_keys/_modules.py",
     "eqxstable/_keys/_callables.py",
     "eqxstable/_keys/_rules.py",

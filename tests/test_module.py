@@ -156,8 +156,12 @@ def test_rebuilt_five_times_traces_once(name):
             x = _X + i  # New values, same shape: only a changed static part could retrace.
             out = run(make(), x)
             np.testing.assert_allclose(out, reference(x), rtol=1e-6, atol=1e-6)
-    assert traces() == 1
-    assert log.count("run") == 1
+    # A `functools.partial` leaf is never substituted (it can change in place, attack round
+    # 10a, finding 01), and plain Equinox compares it by identity: each rebuild retraces there
+    # (`es.filter_jit` shares it: `test_registry_partials_change.py`).
+    expected = 5 if name == "partial" else 1
+    assert traces() == expected
+    assert log.count("run") == expected
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if name != "static_dict_list_numpy"])

@@ -4,7 +4,6 @@ unchanged, and Equinox's own patterns (abstract/final classes, `__check_init__`,
 
 import abc
 import dataclasses
-import functools as ft
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,6 +12,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import jax.tree_util as jtu
 import numpy as np
 import pytest
 
@@ -182,7 +182,9 @@ class Activation(AbstractActivation):
     checked: list = dataclasses.field(default_factory=list, repr=False, init=False)
 
     def __post_init__(self):
-        self.fn = ft.partial(jnp.multiply, self.gain)
+        # A pytree partial (a `functools.partial` leaf is never substituted: it can change in
+        # place, and plain Equinox compares it by identity).
+        self.fn = jtu.Partial(jnp.multiply, self.gain)
 
     def __check_init__(self):
         if self.gain <= 0:

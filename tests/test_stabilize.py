@@ -76,12 +76,14 @@ class Point(NamedTuple):
 def _containers() -> Any:
     return {
         "list": [lambda x: x + 1],
-        "tuple": (ft.partial(jnp.multiply, 3.0),),
+        # Pytree partials: a `functools.partial` leaf is never substituted (it can change in
+        # place, attack round 10a, finding 01), so plain Equinox, which compares it by identity,
+        # retraces each rebuild; JAX's `Partial` holding one (boxed in a shim compared with
+        # `==`) too.
+        "tuple": (jtu.Partial(jnp.multiply, 3.0),),
         "namedtuple": Pair(lambda x: x - 1, jax.jit(jnp.cos)),
         "ordered": collections.OrderedDict(f=lambda x: 2 * x),
         "jtu_partial": jtu.Partial(lambda x, y: x * y, jnp.ones(2)),
-        # JAX boxes a `functools.partial` given to its `Partial` in a shim compared with `==`.
-        "jtu_partial_of_partial": jtu.Partial(ft.partial(jnp.multiply, 3.0), jnp.ones(2)),
         "eqx_partial": eqx.Partial(lambda x, y: x / y, y=2.0),
         "sequential": eqx.nn.Sequential([eqx.nn.Lambda(lambda x: x**2)]),
     }
@@ -90,7 +92,7 @@ def _containers() -> Any:
 def test_recurses_into_every_container():
     a, b = es.stabilize(_containers()), es.stabilize(_containers())
     assert a["list"][0] is b["list"][0]
-    assert a["tuple"][0] is b["tuple"][0]
+    assert a["tuple"][0].func is b["tuple"][0].func
     assert type(a["namedtuple"]) is Pair
     assert a["namedtuple"].first is b["namedtuple"].first
     assert a["namedtuple"].second is b["namedtuple"].second
@@ -114,14 +116,13 @@ def test_recurses_into_every_container():
             tree["namedtuple"].first(x) + tree["namedtuple"].second(x),
             tree["ordered"]["f"](x),
             tree["jtu_partial"](x),
-            tree["jtu_partial_of_partial"]() * x,
             tree["eqx_partial"](x),
             tree["sequential"](x),
         )
 
     for _ in range(3):
         out = run(es.stabilize(_containers()), _X)
-    expected = (_X + 1, 3 * _X, _X - 1 + jnp.cos(_X), 2 * _X, _X, 3 * _X, _X / 2, _X**2)
+    expected = (_X + 1, 3 * _X, _X - 1 + jnp.cos(_X), 2 * _X, _X, _X / 2, _X**2)
     for got, want in zip(out, expected):  # pyright: ignore[reportPossiblyUnboundVariable]
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert traces == 1

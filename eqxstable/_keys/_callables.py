@@ -25,7 +25,6 @@ from ._state import (
     dict_state,
     hidden_state,
     impure_library,
-    owns_data,
     slots_of,
     unreadable,
 )
@@ -58,13 +57,16 @@ def _partial_state(p: ft.partial) -> tuple:
 @compound
 def partial(p: ft.partial, ctx: Ctx, content_ok: bool) -> Any:
     # `functools.partial` and `jax.tree_util.Partial`: the keywords dict is the partial's own
-    # (copied when it was made), so it is keyed by contents, and watched. It can still change
-    # in place (`p.keywords["k"] = 9.0`), so a partial with keywords (or attributes) is never
-    # substituted by `intern`: its equal twin elsewhere reads another dict.
+    # (copied when it was made), so it is keyed by contents, and watched with the function and
+    # the arguments. A partial can change in place whatever it holds now: its keywords dict,
+    # empty or not (`p.keywords["k"] = 9.0`), and everything through `__setstate__`
+    # (`p.__setstate__((g, (4.0,), {}, None))`). So a partial is never substituted by `intern`
+    # (`ctx.own_eq`): its equal twin is another object, which the program may change apart.
+    # Equal keys still share a program under `es.filter_jit`, whose watch of each object sees
+    # such a change and traces again.
     ctx.states.append((p, _partial_state, _partial_state(p)))
     keywords = _KEYWORDS(p)
-    if keywords or owns_data(p):
-        ctx.own_eq = True
+    ctx.own_eq = True
     # A subclass (one with a `__call__` of its own) is keyed as a class: its methods run.
     return (
         class_part(type(p), ctx),

@@ -4,15 +4,15 @@ and the descriptors a class holds (`K-descriptor`)."""
 
 import abc
 import enum
-import types
 from typing import Any
 
 import equinox as eqx
 
+from ._class_entries import entry, generated as generated, SKIPPED
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
 from ._registries import virtual_bases
-from ._state import added_state, dict_state, hidden_state, IGNORED_ATTRS, unreadable
+from ._state import added_state, hidden_state, unreadable
 from ._structure import _registered, registry_entry
 from ._types import Equal, Namespace
 from ._watch import size
@@ -64,39 +64,24 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     """A class defined in the user's code: its identity and everything in its namespace (and
     in that of its user base classes), so that assigning a class attribute is seen."""
     out = []
+    # Any two equal keys of a class name this very class (`Namespace`), so they read the very
+    # same namespace: an object in it that `intern` may not substitute (a typing form in its
+    # `__annotations__`, compared by its own `==`) is the same object for both readers, and does
+    # not stop `intern` from substituting what reads the class (as for `_registered_key`).
+    own_eq = ctx.own_eq
     for c in cls.__mro__:
         if c is object or library_class(c):
             continue
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
-        # An enum's members and its `_sunder_` bookkeeping are made by its class body and
-        # cannot be reassigned; keying a member whole would only key it in terms of itself. What
-        # a member holds (its value, its attributes) is keyed by `_members`.
-        skip = _enum_made(c)
-        # A NamedTuple's bookkeeping (its field names and defaults), made by its class body:
-        # the objects it holds, never walked (a dict of defaults would name the class by identity).
-        made = _NAMEDTUPLE_MADE if issubclass(c, tuple) else _ABC_MADE
-        # Dunder data (`__dataclass_fields__`, `__slots__`, `__match_args__`) is derived from
-        # the class body, and methods that `dataclasses` generates from the fields (`generated`,
-        # and wrapped with a `set` of its own for `__repr__`) add nothing the
-        # fields do not say: each is the object the class holds, never walked, so that
-        # reassigning one (`C.__match_args__ = ("b", "a")`, read by `match`) is a new key.
-        # Dunder methods (`__call__`, `__add__`) are what a trace runs, and are keyed; the code
-        # a field runs (a `default_factory`, Equinox's `converter`) is keyed by `_field_code`.
-        items = tuple(
-            # `abc`'s bookkeeping (a C object caching `isinstance` answers) is the class's
-            # own: itself, not a hidden state that makes the class a key equal to nothing.
-            (
-                k,
-                Namespace(v)
-                if k == "_abc_impl" or k in made or _held(k, v)
-                else key(v, ctx, False),
-            )
-            for k, v in d.items()
-            if k not in IGNORED_ATTRS and k not in skip
-        )
+        # Every entry of its namespace is keyed as what it is, whatever its name (`entry`):
+        # dunder and `_sunder_` names are data and code like any other (`__registry__ = {...}`
+        # by contents, watched; `__class_getitem__`, an enum's `_missing_`, a dunder property
+        # by the functions they run; `__annotations__` by contents). Only `SKIPPED` is left out.
+        items = tuple([(k, entry(c, k, v, ctx)) for k, v in d.items() if k not in SKIPPED])
         registry = _abc_registry(c, ctx) if "_abc_impl" in d else ()
-        out.append((Namespace(c), items, _members(c, ctx), _field_code(d, ctx), registry))
+        out.append((Namespace(c), items, _members(c, ctx), registry))
+    ctx.own_eq = own_eq
     # What code reads of a class beyond its namespace: its names (`type(x).__name__`), and its
     # metaclass, whose attributes its instances' class serves (`C.SCALE` from `Meta.SCALE`).
     meta = key(type(cls), ctx, False)
@@ -131,8 +116,6 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
 # Whether a class has another in its MRO, by identity: `issubclass` asks `abc`, whose caches hash
 # the class with its metaclass's `__hash__` (and compare with its `==`).
 _IS_SUBTYPE = type.__subclasscheck__
-_ABC_MADE = frozenset({"_abc_impl"})
-_NAMEDTUPLE_MADE = _ABC_MADE | {"_fields", "_field_defaults"}
 
 
 def _registered_key(f: Any, ctx: Ctx) -> Any:
@@ -185,27 +168,6 @@ def _first(item: tuple) -> Any:
 _get_dump = getattr(abc, "_get_dump", None)
 
 
-def _field_code(d: Any, ctx: Ctx) -> tuple:
-    """What a dataclass's fields (`__dataclass_fields__`, dunder data) hold that runs when an
-    instance is made: each field's `default_factory` and its metadata (Equinox keeps a field's
-    `converter` there, which its metaclass calls), keyed as what they are."""
-    fields = d.get("__dataclass_fields__")
-    if type(fields) is not dict:
-        return ()
-    out = []
-    for name, f in fields.items():
-        meta = getattr(f, "metadata", None)
-        if isinstance(meta, types.MappingProxyType):
-            # `dataclasses` wraps the metadata given in a proxy of its own (one shared empty
-            # proxy for none): its items, watched, and not the proxy's identity.
-            ctx.states.append((meta, dict_state, dict_state(meta)))  # pyright: ignore
-            meta = tuple((k, key(v, ctx, False)) for k, v in meta.items())
-        else:
-            meta = key(meta, ctx, False)
-        out.append((name, key(getattr(f, "default_factory", None), ctx, False), meta))
-    return tuple(out)
-
-
 # A member's bookkeeping that says nothing its name in the class does not: its class (keyed
 # already, and the member's key would be in terms of itself) and its place among the members.
 _MEMBER_BOOKKEEPING = frozenset({"__objclass__", "_name_", "_sort_order_"})
@@ -249,44 +211,6 @@ def _members_state(c: type) -> tuple:
         else:
             out.append(member._value_)
     return tuple(out)
-
-
-def _enum_made(c: type) -> Any:
-    if not isinstance(c, enum.EnumMeta):
-        return ()
-    members = c.__dict__.get("_member_map_", {})
-    return {
-        k
-        for k, v in c.__dict__.items()
-        if k in members or (_sunder(k) and not callable(v) and not isinstance(v, staticmethod))
-    }
-
-
-def _sunder(name: str) -> bool:
-    return len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"
-
-
-def generated(f: Any) -> bool:
-    """Whether `f` is a method `dataclasses` made from a class's fields: compiled from "<string>"
-    inside its `__create_fn__` (Python 3.11 on, by the code's qualified name; on 3.10, which has
-    none, by the file name alone). Any other `exec` also compiles from "<string>": such a method
-    (`__call__ = ns["__call__"]`) is the user's code, keyed as any method is."""
-    f = getattr(f, "__wrapped__", f)
-    code = getattr(f, "__code__", None)
-    if code is None or code.co_filename != "<string>":
-        return False
-    qualname = getattr(code, "co_qualname", None)
-    return qualname is None or qualname.startswith("__create_fn__.<locals>.")
-
-
-def _dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__")
-
-
-def _held(name: str, v: Any) -> bool:
-    """Whether a class keys the entry `name` by the object it holds: dunder data, and the
-    dunder methods `dataclasses` generates."""
-    return _dunder(name) and (not callable(v) or generated(v))
 
 
 def _class_state(c: type) -> tuple:

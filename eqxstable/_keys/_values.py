@@ -203,9 +203,11 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             # the canonical form the instance holds instead.
             v = raw
         if owned and type(v) is dict:
-            if v:
-                # Its own dict (`equinox.Partial`'s keywords), which can still change in place:
-                # an equal module elsewhere reads another one, so never substituted.
+            if v or not name.startswith("_"):
+                # Its own dict (`equinox.Partial`'s keywords), which can still change in place,
+                # a public empty one too (`p.keywords["k"] = 9.0`): an equal module elsewhere
+                # reads another one, so never substituted. A private field's empty dict
+                # (`filter_grad`'s options) is the library's, which never changes it.
                 ctx.own_eq = True
             ctx.states.append((v, dict_state, dict_state(v)))
             values.append((name, dict, tuple((k, key(x, ctx, False)) for k, x in v.items())))
