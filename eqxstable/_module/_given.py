@@ -51,8 +51,15 @@ MSG_GIVEN_CHANGED = (
 _given: dict[int, tuple[weakref.ref, dict[str, tuple[Any, tuple]]]] = {}
 
 _is = operator.is_
-_LIST, _DICT, _SET, _ARRAY, _OBJECTS = range(5)
-_KIND_NAMES = {_LIST: "list", _DICT: "dict", _SET: "set", _ARRAY: "array", _OBJECTS: "array"}
+_LIST, _DICT, _SET, _ARRAY, _OBJECTS, _VOID = range(6)
+_KIND_NAMES = {
+    _LIST: "list",
+    _DICT: "dict",
+    _SET: "set",
+    _ARRAY: "array",
+    _OBJECTS: "array",
+    _VOID: "structured scalar (a view into its array)",
+}
 # Bytes compared per slice of an array: `array_equal` makes a boolean array as long as its
 # inputs, so a big array is compared a slice at a time.
 _SLICE = 1 << 19
@@ -138,6 +145,9 @@ def _collect(given: Any, frozen: Any, where: str, out: list, seen: set, depth: i
                 frozen = np.array(given, copy=True)
                 frozen.flags.writeable = False
             out.append((_ARRAY, given, frozen, where))
+    elif t is np.void and given.base is not None:
+        # A structured scalar is a view into its array, which can change under it.
+        out.append((_VOID, given, given.tobytes(), where))
     elif isinstance(given, tuple) and (t is tuple or hasattr(given, "_make")):
         if isinstance(frozen, tuple) and len(frozen) == len(given):
             for k, (a, b) in enumerate(zip(given, frozen)):
@@ -177,7 +187,10 @@ def check_given(obj: Any, name: str, static: Any) -> None:
 
 def _lone(watch: tuple) -> bool:
     """Whether only `watch` holds its container, which owns its items or memory."""
-    return _refs(watch) <= _LONE and (watch[0] is not _ARRAY or watch[1].base is None)
+    kind = watch[0]
+    return _refs(watch) <= _LONE and (
+        (kind is not _ARRAY and kind is not _VOID) or watch[1].base is None
+    )
 
 
 def _refs(watch: tuple) -> int:
@@ -200,6 +213,8 @@ def _unchanged(watch: tuple) -> bool:
         )
     if kind is _SET:
         return len(given) == len(snap) and all(map(_is, given, snap))
+    if kind is _VOID:
+        return given.tobytes() == snap
     if kind is _OBJECTS:
         shape, items = snap
         return given.shape == shape and all(map(_is, given.flat, items))
@@ -243,6 +258,8 @@ def _change(watch: tuple) -> str | None:
         if given.shape != shape:
             return f"its shape is {given.shape}, not {shape}"
         return None if all(map(_same_atom, items, given.flat)) else "an item was replaced"
+    if kind is _VOID:
+        return "its contents changed"
     if given.shape != snap.shape or given.dtype != snap.dtype:
         return f"it is now of shape {given.shape} and dtype {given.dtype}"
     return "its contents changed"
