@@ -182,7 +182,7 @@ def check_given(obj: Any, name: str, static: Any) -> None:
         if kept:
             entry[1][name] = (static, kept)
         else:
-            del entry[1][name]
+            entry[1].pop(name, None)  # Another thread may have dropped it already.
 
 
 def _lone(watch: tuple) -> bool:
