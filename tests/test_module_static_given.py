@@ -168,3 +168,17 @@ def test_a_read_is_the_plain_module_or_an_error(values, index, new):
     want = p.widths
     assert got == want and [type(x) for x in got] == [type(x) for x in want]
     assert [np.float64(x).tobytes() for x in got] == [np.float64(x).tobytes() for x in want]
+
+
+def test_stabilize_of_a_plain_module_is_a_read_only_snapshot():
+    # Decided and documented: `es.stabilize` returns a new module (nothing runs when a plain
+    # module's field is read, so nothing could check the plain module's list), whose static list
+    # is a read-only snapshot taken at that call, as a `copy.deepcopy` would be.
+    w = [16, 16]
+    plain = Plain(w)
+    stable = es.stabilize(plain)
+    w.append(16)
+    x = jnp.float32(1.0)
+    assert float(plain(x)) == 3.0 and float(stable(x)) == 2.0
+    with pytest.raises(TypeError, match="read-only"):
+        stable.widths.append(16)
