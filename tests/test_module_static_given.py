@@ -182,3 +182,21 @@ def test_stabilize_of_a_plain_module_is_a_read_only_snapshot():
     assert float(plain(x)) == 3.0 and float(stable(x)) == 2.0
     with pytest.raises(TypeError, match="read-only"):
         stable.widths.append(16)
+
+
+def test_a_view_given_is_watched_after_the_view_is_let_go():
+    # The view object is held only by the module, but its memory is its base's, which the
+    # program still holds: it stays watched.
+    base = np.zeros(6)
+    m = Table(base[1:4])
+    assert m.table[0] == 0.0 and m.table[0] == 0.0
+    base[1] = 7.0
+    with pytest.raises(TypeError, match="changed in place"):
+        m.table
+    objects = np.empty(2, dtype=object)
+    objects[0], objects[1] = 1, 2
+    k = Stable(objects[:1])
+    assert k.widths[0] == 1 and k.widths[0] == 1
+    objects[0] = 3
+    with pytest.raises(TypeError, match="changed in place"):
+        k.widths

@@ -186,10 +186,11 @@ def check_given(obj: Any, name: str, static: Any) -> None:
 
 
 def _lone(watch: tuple) -> bool:
-    """Whether only `watch` holds its container, which owns its items or memory."""
+    """Whether only `watch` holds its container, which owns its items or memory (an array that
+    is a view of another, or a structured scalar, shares memory that something else may hold)."""
     kind = watch[0]
     return _refs(watch) <= _LONE and (
-        (kind is not _ARRAY and kind is not _VOID) or watch[1].base is None
+        kind is _LIST or kind is _DICT or kind is _SET or watch[1].base is None
     )
 
 
