@@ -200,3 +200,15 @@ def test_a_view_given_is_watched_after_the_view_is_let_go():
     objects[0] = 3
     with pytest.raises(TypeError, match="changed in place"):
         k.widths
+
+
+def test_a_converter_that_keeps_the_object_is_watched():
+    class Converted(es.StableModule):
+        widths: Any = eqx.field(static=True, converter=lambda v: v)
+
+    w = [1, 2]
+    m = Converted(w)
+    assert m.widths == [1, 2]
+    w.append(3)
+    with pytest.raises(TypeError, match=r"`Converted\.widths`: the list given"):
+        m.widths
