@@ -85,10 +85,14 @@ def test_numpy_array_in_static_field_is_fine():
 
     source = np.arange(3.0)
     m = Table(source)
-    source[0] = 100.0  # The module has its own copy.
     assert m.table[0] == 0.0
     with pytest.raises(ValueError, match="read-only"):
         m.table[0] = 1.0
+    # The module holds a frozen copy, so it cannot follow a change to the array it was given:
+    # the next read says so rather than compute with the old contents.
+    source[0] = 100.0
+    with pytest.raises(TypeError, match=r"`Table\.table`: the array given .* changed in place"):
+        m.table
 
 
 def test_numpy_scalar_in_static_field_is_fine():

@@ -64,8 +64,15 @@ def test_changing_a_list_held_by_an_object_array_changes_no_module(before, after
         module = build(_object_array(row))
         results = [float(module(x)), float(run_eqx(module, x)), float(run_es(module, x))]
         row[0] = after
-        results += [float(module(x)), float(run_eqx(module, x)), float(run_es(module, x))]
-        assert results == [np.float32(before)] * 6
+        if build is Table and np.float64(before).tobytes() != np.float64(after).tobytes():
+            # The module cannot follow the list it was given: its next read says so.
+            with pytest.raises(TypeError, match=r"`Table\.table\.flat\[0\]`: the list given"):
+                module(x)
+        else:
+            results.append(float(module(x)))  # `es.stabilize` took a snapshot.
+        # The module `jit` rebuilds from the PyTree for its trace is not checked (documented).
+        results += [float(run_eqx(module, x)), float(run_es(module, x))]
+        assert results == [np.float32(before)] * len(results)
 
 
 def test_an_object_arrays_lists_read_back_read_only():

@@ -27,6 +27,7 @@ import equinox as eqx
 
 from .._compat import EQX_CALL, STORE_FRAMES
 from ._dynamic import decode, Hyper
+from ._given import check_given, remember
 from ._handed import hand_out
 from ._static import Static
 
@@ -91,6 +92,9 @@ class FieldAccess:
         if t is Static:
             if value[1] and _called_by_equinox_construction():  # It holds an array.
                 return value
+            # The list, dict, set or array the field was given, changed since, raises: the
+            # module keeps a frozen copy and cannot follow the change (`_given.py`).
+            check_given(obj, self.name, value)
             # Lists and dicts as plain copies (`_plain.py`), so that JAX sees a list as a list:
             # one per module and field, checked for changes before each later read (`_handed.py`).
             if value[3].read is None:
@@ -103,7 +107,9 @@ class FieldAccess:
     def __set__(self, obj: Any, value: Any) -> None:
         freeze = self.freeze
         if freeze is not None and type(value) is not Static and _stored_by_equinox_construction():
+            given = value
             value = freeze(value, type(obj), self.name)
+            remember(obj, self.name, given, value)
         obj.__dict__[self.name] = value
 
     def __delete__(self, obj: Any) -> None:

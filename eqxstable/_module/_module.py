@@ -23,6 +23,7 @@ from typing_extensions import dataclass_transform
 
 from ._access import install
 from ._field import field, install_pending
+from ._given import remember
 from ._paths import type_name
 from ._stabilize import field_names, stabilize_fields, stabilize_static, static_fields
 
@@ -49,7 +50,11 @@ class _FreezeAfterInit(_ModuleMeta.__mro__[1]):  # pyright: ignore
             # A field with a converter is made canonical when Equinox stores the converted value:
             # the converter gets the value as it was assigned, as in an `eqx.Module`.
             if f.name in d and f.metadata.get("converter") is None:
-                d[f.name] = _freeze(d[f.name], cls, f.name)
+                given = d[f.name]
+                d[f.name] = static = _freeze(given, cls, f.name)
+                # The module keeps its lists, dicts, sets and arrays frozen: it watches the
+                # ones it was given, so that a later change to them raises (`_given.py`).
+                remember(self, f.name, given, static)
         return self
 
 

@@ -19,6 +19,7 @@ from .._errors import StabilityWarning, warn
 from .._keys._per_class import per_class
 from .._registry import intern
 from ._freezer import freeze
+from ._given import remember
 from ._kinds import Kind, kind_of, small_int
 from ._known import is_known, mark_known
 from ._paths import field_of, field_path, type_name
@@ -232,6 +233,7 @@ def stabilize_fields(module: Any, call: str) -> None:
             if type(value) is Static or any(type(value) is t for t in _PLAIN_STATIC):
                 continue  # Made canonical during construction, the usual case.
             new = walk.static_value(value, (root, "." + name))
+            remember(module, name, value, new)
         else:
             new = walk.dynamic(value, (root, "." + name))
         if new is not value:
