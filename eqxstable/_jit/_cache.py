@@ -216,7 +216,12 @@ class Cache:
     def rekey(self, entry: Entry) -> None:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
         list it appends to) is part of the program, not a later change, so the entry is also
-        found under the keys its statics have now."""
+        found under the keys its statics have now. While the watch its statics were keyed with
+        holds, nothing those keys read changed while traced: the keys are the ones it was found
+        or made under (each static of a miss was keyed three times, the third time for
+        nothing)."""
+        if not self.weak and (not entry.watched or entry.watch.valid()):
+            return
         key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), entry.config)
         if key != entry.key and self.entries.peek(key) is None:
             # Only for these very objects: an equivalent object rebuilt over the same shared
