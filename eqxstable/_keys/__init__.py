@@ -10,8 +10,8 @@ from typing import Any
 from . import _memo, _rules
 from ._context import Ctx, key, TOO_MANY, top
 from ._memo import recall, remember
-from ._recent import Recent
 from ._per_class import type_ids
+from ._recent import Recent
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
@@ -24,7 +24,7 @@ from ._watch import merge, Watch
 _ATOMS = type_ids((int, bool, str, bytes, float, complex, type(None), type(Ellipsis)))
 _NO_WATCH = Watch()
 # The keys of the latest node data keyed, by the objects it holds (`_recent.py`).
-_recent = Recent()
+_latest = Recent()
 
 
 def compute(obj: Any) -> tuple[Key, Watch]:
@@ -65,7 +65,7 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     if id(type(data)) in _ATOMS:
         # `None`, the node data of every tuple, list and `None` node.
         return Key(key(data, _ATOM_CTX, False), False), _NO_WATCH
-    found = _recent.recall(data)
+    found = _latest.recall(data)
     if found is not None:
         return found
     ctx = Ctx(by_value=True)
@@ -73,7 +73,7 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     result, watch = Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
     if not ctx.copied_arrays and not watch.blobs:
         # Not an array's contents: a copy held here would outlive its wrapper.
-        _recent.remember(data, result, watch)
+        _latest.remember(data, result, watch)
     return result, watch
 
 
@@ -157,7 +157,7 @@ def warns_hash_without_eq(t: type) -> bool:
 def clear() -> None:
     """Forgets every memoised key."""
     _memo.memo.clear()
-    _recent.clear()
+    _latest.clear()
 
 
 __all__ = [
