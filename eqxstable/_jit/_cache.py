@@ -16,7 +16,7 @@ from typing import Any
 import equinox as eqx
 
 from .._compat import flat_module_aux
-from .._keys import compute, compute_node_data, merge, Watch
+from .._keys import compute, compute_node_data, merge, new_call, Watch
 from .._keys._per_class import type_ids
 from .._keys._structure import same_structure, Structure, walk
 from ._config import untraced
@@ -274,6 +274,7 @@ def _compute_key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple
         keys.append(k)
         watches.append(w)
     classes, data, shape = _walked(treedef)
+    new_call()
     node_keys = []
     for d in data:
         k, w = compute_node_data(d)

@@ -23,7 +23,7 @@ from ._watch import merge, Watch
 # By the types' identities (`type_ids`): a user's metaclass may call its class equal to `int`.
 _ATOMS = type_ids((int, bool, str, bytes, float, complex, type(None), type(Ellipsis)))
 _NO_WATCH = Watch()
-# The keys of the latest node data keyed, by the objects it holds (`_recent.py`).
+# The keys of the node data of the latest call, by the objects it holds (`_recent.py`).
 _latest = Recent()
 
 
@@ -71,10 +71,15 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     ctx = Ctx(by_value=True)
     parts = top(data, ctx, False)
     result, watch = Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
-    if not ctx.copied_arrays and not watch.blobs:
-        # Not an array's contents: a copy held here would outlive its wrapper.
+    if not ctx.copied_arrays:
         _latest.remember(data, result, watch)
     return result, watch
+
+
+def new_call() -> None:
+    """A new call's keys begin (the jit cache's lookup): the node data keyed for the one before
+    is no longer held (`_recent.py`)."""
+    _latest.clear()
 
 
 def stable_key(obj: Any) -> Key:
@@ -172,6 +177,7 @@ __all__ = [
     "merge",
     "MutableKey",
     "Namespace",
+    "new_call",
     "stable_key",
     "too_many_objects",
     "too_many_reaching",
