@@ -16,7 +16,7 @@ from typing import Any
 import equinox as eqx
 
 from .._compat import flat_module_aux
-from .._keys import compute, compute_node_data, merge, Watch
+from .._keys import compute, compute_node_data, merge, new_call, Watch
 from .._keys._per_class import type_ids
 from .._keys._structure import same_structure, Structure, walk
 from ._aliases import Aliases
@@ -227,7 +227,12 @@ class Cache:
     def rekey(self, entry: Entry) -> None:
         """After a trace: what the function changed while traced (a `nonlocal` trace counter, a
         list it appends to) is part of the program, not a later change, so the entry is also
-        found under the keys its statics have now."""
+        found under the keys its statics have now. While the watch its statics were keyed with
+        holds, nothing those keys read changed while traced: the keys are the ones it was found
+        or made under (each static of a miss was keyed three times, the third time for
+        nothing)."""
+        if not self.weak and (not entry.watched or entry.watch.valid()):
+            return
         key, watch = _key(entry.treedef, entry.dyn_sel, list(entry.statics), entry.config)
         if key != entry.key and self.entries.peek(key) is None:
             # Only for these very objects: an equivalent object rebuilt over the same shared
@@ -290,6 +295,7 @@ def _compute_key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple
         keys.append(k)
         watches.append(w)
     classes, data, shape = _walked(treedef)
+    new_call()
     node_keys = []
     for d in data:
         k, w = compute_node_data(d)

@@ -11,6 +11,7 @@ from . import _memo, _rules
 from ._context import Ctx, key, TOO_MANY, top
 from ._memo import recall, remember
 from ._per_class import type_ids
+from ._recent import Recent
 from ._types import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
 from ._watch import merge, Watch
 
@@ -22,6 +23,8 @@ from ._watch import merge, Watch
 # By the types' identities (`type_ids`): a user's metaclass may call its class equal to `int`.
 _ATOMS = type_ids((int, bool, str, bytes, float, complex, type(None), type(Ellipsis)))
 _NO_WATCH = Watch()
+# The keys of the node data of the latest call, by the objects it holds (`_recent.py`).
+_latest = Recent()
 
 
 def compute(obj: Any) -> tuple[Key, Watch]:
@@ -62,9 +65,21 @@ def compute_node_data(data: Any) -> tuple[Key, Watch]:
     if id(type(data)) in _ATOMS:
         # `None`, the node data of every tuple, list and `None` node.
         return Key(key(data, _ATOM_CTX, False), False), _NO_WATCH
+    found = _latest.recall(data)
+    if found is not None:
+        return found
     ctx = Ctx(by_value=True)
     parts = top(data, ctx, False)
-    return Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
+    result, watch = Key(parts, ctx.identity, not ctx.own_eq), ctx.watch()
+    if not ctx.copied_arrays:
+        _latest.remember(data, result, watch)
+    return result, watch
+
+
+def new_call() -> None:
+    """A new call's keys begin (the jit cache's lookup): the node data keyed for the one before
+    is no longer held (`_recent.py`)."""
+    _latest.clear()
 
 
 def stable_key(obj: Any) -> Key:
@@ -147,6 +162,7 @@ def warns_hash_without_eq(t: type) -> bool:
 def clear() -> None:
     """Forgets every memoised key."""
     _memo.memo.clear()
+    _latest.clear()
 
 
 __all__ = [
@@ -161,6 +177,7 @@ __all__ = [
     "merge",
     "MutableKey",
     "Namespace",
+    "new_call",
     "stable_key",
     "too_many_objects",
     "too_many_reaching",
