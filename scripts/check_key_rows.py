@@ -23,6 +23,7 @@ TESTS = [
     "tests/test_keys_wrappers.py",
     "tests/test_keys_closure_to_pytree.py",
     "tests/test_keys_library_registries.py",
+    "tests/test_keys_primitives.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -77,6 +78,7 @@ BREAKS = {
     "K-library-code": "r.library_class = lambda t: False",
     "K-library-object": "r.c.library_object = r.v.constant",
     "K-dispatch": "r.fn.singledispatch = lambda o, c, k: r.v.constant(o, c, k)",
+    "K-primitive": "r.prim.primitive = r.c.library_object",
     "K-closure-function": "r.clo.closure_function = lambda o, c, k: ('fwe', o.fn.__code__)",
     "K-library-container": "r.c.container = lambda o, c, k: r.v.constant(o, c, k)",
     "K-opaque": "r.c.opaque = r.v.constant",

@@ -41,6 +41,7 @@ from . import (
     _library_mutable as lmut,
     _modules as mod,
     _mutable as mut,
+    _primitives as prim,
     _registries as reg,
     _values as v,
 )
@@ -321,6 +322,8 @@ def resolve(t: type) -> Handler:
         return lib.jax_value  # K-jax-value
     if id(t) in lib.KEY_PATH_ENTRY_IDS:
         return lib.key_path_entry  # K-key-path
+    if issubclass(t, PRIMITIVE):
+        return prim.primitive  # K-primitive: with the rules JAX's tables hold for it
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)
