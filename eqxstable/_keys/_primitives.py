@@ -19,11 +19,8 @@ new table JAX adds beside these.
 import importlib
 from typing import Any
 
-from ._callables import library_object
-from ._context import Ctx
+from ._context import Ctx, Handler
 from ._jaxpr import PRIMITIVE
-from ._mutable import mutable
-from ._origin import library_class
 from ._state import unreadable
 from ._types import Identity, MutableKey
 
@@ -61,7 +58,7 @@ _REQUIRED = frozenset(
     }
 )
 # Re-exported for the jit layer's fingerprint, which keys a primitive with its rules too.
-__all__ = ["PRIMITIVE", "primitive", "rule_entries", "rule_tables"]
+__all__ = ["PRIMITIVE", "rule_entries", "rule_tables", "with_rules"]
 _ABSENT = object()
 _found: "tuple[tuple[dict, bool], ...] | None | bool" = False
 
@@ -103,18 +100,22 @@ def rule_entries(p: Any) -> tuple:
     return tuple(entries)
 
 
-def primitive(p: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-primitive`: itself and its attributes (`K-library-object`), and by identity each rule
-    JAX's tables hold for it, watched (a rule registered again is a new key)."""
-    if rule_tables() is None:
-        # JAX moved its tables: they cannot be read, so a reader is never shared.
-        return unreadable(p, ctx)
-    # JAX's own primitive class is a library's; a user's subclass is itself and what it holds.
-    parts = (library_object if library_class(type(p)) else mutable)(p, ctx, content_ok)
-    entries = rule_entries(p)
-    ctx.states.append((p, rule_entries, entries))
-    rules = ("rules", tuple([Identity(e) for e in entries]))
-    if type(parts) is MutableKey:
-        # Still a key naming this very primitive: a jaxpr holding it stays substitutable.
-        return MutableKey(parts.identity, (parts.contents, rules))
-    return (parts, rules)
+def with_rules(handler: Handler) -> Handler:
+    """`K-primitive`: the handler `handler` (what the primitive's class is keyed by: itself and
+    its attributes, `K-library-object`, or its own `==`), with the identity of each rule JAX's
+    tables hold for it, watched (a rule registered again is a new key)."""
+
+    def primitive(p: Any, ctx: Ctx, content_ok: bool) -> Any:
+        if rule_tables() is None:
+            # JAX moved its tables: they cannot be read, so a reader is never shared.
+            return unreadable(p, ctx)
+        parts = handler(p, ctx, content_ok)
+        entries = rule_entries(p)
+        ctx.states.append((p, rule_entries, entries))
+        rules = ("rules", tuple([Identity(e) for e in entries]))
+        if type(parts) is MutableKey:
+            # Still a key naming this very primitive: a jaxpr holding it stays substitutable.
+            return MutableKey(parts.identity, (parts.contents, rules))
+        return (parts, rules)
+
+    return primitive

@@ -277,6 +277,14 @@ def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
+    if issubclass(t, PRIMITIVE):
+        # K-primitive: keyed as its class says (JAX's own: `K-library-object`; a user's subclass
+        # with an `==` of its own: `K-own-eq`), and by the rules JAX's tables hold for it.
+        return prim.with_rules(_resolve(t))
+    return _resolve(t)
+
+
+def _resolve(t: type) -> Handler:
     exact = _EXACT.get(id(t))
     if exact is not None:
         return exact
@@ -322,8 +330,6 @@ def resolve(t: type) -> Handler:
         return lib.jax_value  # K-jax-value
     if id(t) in lib.KEY_PATH_ENTRY_IDS:
         return lib.key_path_entry  # K-key-path
-    if issubclass(t, PRIMITIVE):
-        return prim.primitive  # K-primitive: with the rules JAX's tables hold for it
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)
