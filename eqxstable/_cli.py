@@ -2,6 +2,7 @@
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 
@@ -88,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2
+    # The script may `os.chdir`: the report goes where the user named it, relative to the
+    # directory the doctor was started in (as every command line tool resolves its own paths),
+    # and the message names that file unambiguously.
+    output = None if options.output is None else os.path.abspath(options.output)
     status, report = run(target, args, stabilize=options.stabilize, module=module)
-    write_report(report, options.output, options.json)
+    write_report(report, output, options.json)
     return status

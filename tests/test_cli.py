@@ -115,3 +115,17 @@ def test_module_runs_as_python_m_runs_it(tmp_path):
     assert (row["jit"], row["misses"]) == ("jax", 2)
     static = "static" if jax_explains_static_arguments() else "unexplained"
     assert row["misses_by_kind"] == {"first": 1, static: 1}
+
+
+def test_output_path_is_the_invoking_directory_s_after_the_script_changes_directory(tmp_path):
+    # A relative `--output` names a file where the user ran the doctor, as every tool resolves
+    # its own arguments, even when the script `os.chdir`s away before the report is written.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "s.py").write_text("import os\nos.chdir('sub')\n")
+    proc = _run("doctor", "--json", "--output", "rep.json", "s.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "sub" / "rep.json").exists()
+    assert json.loads((tmp_path / "rep.json").read_text())["script"] == "s.py"
+    # The message names the file unambiguously, whatever the script's directory now is.
+    where = str(tmp_path / "rep.json")
+    assert proc.stderr.splitlines()[-1] == f"eqxstable doctor: report written to {where}"

@@ -803,6 +803,7 @@ ROW_TESTS = {
     ),
     "K-cell": _ROWS + "test_closure_cells",
     "K-counter-cell": _ROWS + "test_counter_cells_by_identity_alone",
+    "K-trace-log": ("tests/test_keys_trace_log.py::test_a_function_reading_the_log_sees_it_change"),
     "K-partial": _ROWS + "test_partials",
     "K-method": _ROWS + "test_bound_methods",
     "K-jit": _ROWS + "test_jax_jit_functions",
@@ -813,6 +814,7 @@ ROW_TESTS = {
     "K-library-code": _ROWS + "test_library_objects_are_constants",
     "K-library-object": _ROWS + "test_library_objects_holding_user_functions",
     "K-dispatch": "tests/test_keys_library_registries.py::test_singledispatch_register_is_seen",
+    "K-primitive": "tests/test_keys_primitives.py::test_a_primitive_s_rules_are_in_its_key",
     "K-closure-function": (
         "tests/test_keys_closure_to_pytree.py::test_closures_that_compute_differently_never_share"
     ),

@@ -37,6 +37,7 @@ import numpy as np
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 from .._keys._per_class import PerClass, type_ids
+from .._keys._primitives import PRIMITIVE, rule_entries, rule_tables
 from ._config import compile_only, untraced
 
 
@@ -137,6 +138,8 @@ def key_of(x: Any) -> Hashable:
     t = type(x)
     if id(t) in _VALUES:
         return (t, x)
+    if isinstance(x, PRIMITIVE):
+        return _primitive_key(x)
     if _jax_value_type(t, x):
         try:
             hash(x)
@@ -171,6 +174,15 @@ def key_of(x: Any) -> Hashable:
     if isinstance(x, np.generic) and not x.dtype.hasobject:
         return ("scalar", _Same(t), _dtype_key(x.dtype), x.tobytes())
     return _Same(x)
+
+
+def _primitive_key(p: Any) -> Hashable:
+    # A primitive by identity, and each rule JAX's tables hold for it now (its lowering, JVP,
+    # transpose...: `_keys._primitives`): a jaxpr binding a primitive whose lowering was
+    # registered again is another program. Where JAX moved the tables, equal to nothing.
+    if rule_tables() is None:
+        return ("rules unknown", _Same(object()))
+    return (_Same(p), tuple(map(_Same, rule_entries(p))))
 
 
 def param_key(x: Any) -> Hashable:

@@ -8,6 +8,7 @@ costs a recompile, never a wrong answer. Whether a closure cell can still be reb
 """
 
 import dis
+import sys
 import types
 import weakref
 from typing import Any, NamedTuple
@@ -186,3 +187,55 @@ def global_counters(code: types.CodeType) -> frozenset[str]:
     A function that reads the global any other way (`return x * n`, `print(n)`), or a helper
     in the trace that does, keys it by value as any global."""
     return _memo(_counters, code, _compute_global_counters)
+
+
+#
+# Logs: globals that code only appends to.
+#
+
+_appended: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
+_METHOD_FLAG = sys.version_info >= (3, 12)
+
+
+def _method_load(ins: Any, attr: str) -> bool:
+    # The compiler loads an attribute as a method (`LOAD_METHOD`; from Python 3.12 `LOAD_ATTR`
+    # with its low bit set) only for the call syntax `obj.attr(...)`: the bound method is never
+    # made, stored or passed on, only called.
+    # (Before 3.12 `LOAD_ATTR`'s argument is the name's index alone: its low bit means nothing.)
+    if ins.argval != attr:
+        return False
+    if ins.opname == "LOAD_METHOD":
+        return True
+    return _METHOD_FLAG and ins.opname == "LOAD_ATTR" and bool(ins.arg & 1)
+
+
+def _compute_appended_only(code: types.CodeType) -> frozenset[str]:
+    uses: dict[str, list[tuple[list, int]]] = {}
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending.extend(_nested(c))
+        instructions = list(dis.get_instructions(c))
+        for k, ins in enumerate(instructions):
+            if ins.opname in _GLOBAL_USES and isinstance(ins.argval, str):
+                uses.setdefault(ins.argval, []).append((instructions, k))
+    logs = set()
+    for name, found in uses.items():
+        if all(
+            ins[k].opname == "LOAD_GLOBAL"
+            and k + 1 < len(ins)
+            and _method_load(ins[k + 1], "append")
+            for ins, k in found
+        ):
+            logs.add(name)
+    return frozenset(logs)
+
+
+def appended_only(code: types.CodeType) -> frozenset[str]:
+    """The globals that `code` (nested code included) uses only as `name.append(...)`, called
+    at once (never stored, rebound or read any other way): a log of its traces. Where such a
+    global is an exact `list`, `list.append` reads nothing of its contents and returns `None`,
+    so what the code computes never depends on them (`_functions.py` leaves them out of its
+    key). A function that reads the list any other way (`len(log)`, `log[-1]`, `print(log)`),
+    or a helper in the trace that does, keys it by contents as any global."""
+    return _memo(_appended, code, _compute_appended_only)

@@ -9,7 +9,7 @@ import types
 from typing import Any
 
 from ._cells import counter_cells, lone_cell, sealed_cells
-from ._code import global_counters, reads, reads_namespaces
+from ._code import appended_only, global_counters, reads, reads_namespaces
 from ._context import compound, Ctx, identity, key, too_deep
 from ._globals import _global, _imported
 from ._handles import handle
@@ -26,6 +26,7 @@ from ._watch import plain_fn_state
 
 _EMPTY = ("empty-cell",)
 _COUNTER = ("counter-cell",)
+_LOG = ("appended-list",)
 # Builtins through which a function can read any global by a name its bytecode does not show.
 _DYNAMIC = (builtins.globals, builtins.vars, builtins.eval, builtins.exec, builtins.locals)
 
@@ -169,6 +170,15 @@ def _is_empty(f: types.FunctionType, index: int) -> bool:
     return False
 
 
+def _trace_log(namespace: dict, name: str, ctx: Ctx) -> Any:
+    # A global `list` the function only appends to (`TRACE_LOG.append("f")`, `_code.appended_only`):
+    # `list.append` reads none of its contents, so they are no part of the key and are not
+    # watched (two functions logging their traces into one list do not invalidate each other on
+    # every trace). The binding is watched: rebound to anything but a list, it is keyed as read.
+    ctx.names.append((namespace, name, namespace[name]))
+    return _LOG
+
+
 @compound
 def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
     library = library_function(f)
@@ -236,9 +246,12 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
             names = tuple(dict.fromkeys(names))
             counters = frozenset()
+        logs = frozenset() if dynamic else appended_only(code)
         globals_read = tuple(
             (name, _COUNTER)
             if name in counters and type(f.__globals__.get(name)) in (int, float)
+            else (name, _trace_log(f.__globals__, name, ctx))
+            if name in logs and type(f.__globals__.get(name)) is list
             else (name, _global(f.__globals__, name, r, ctx, table))
             for name in names
         )

@@ -41,6 +41,7 @@ from . import (
     _library_mutable as lmut,
     _modules as mod,
     _mutable as mut,
+    _primitives as prim,
     _registries as reg,
     _values as v,
 )
@@ -276,6 +277,14 @@ def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
+    if issubclass(t, PRIMITIVE):
+        # K-primitive: keyed as its class says (JAX's own: `K-library-object`; a user's subclass
+        # with an `==` of its own: `K-own-eq`), and by the rules JAX's tables hold for it.
+        return prim.with_rules(_resolve(t))
+    return _resolve(t)
+
+
+def _resolve(t: type) -> Handler:
     exact = _EXACT.get(id(t))
     if exact is not None:
         return exact

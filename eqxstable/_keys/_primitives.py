@@ -1,0 +1,121 @@
+"""`K-primitive`: a JAX primitive, with the rules JAX's tables hold for it.
+
+A primitive's behaviour is not all in the object: its lowering (`mlir.register_lowering`), its
+JVP (`ad.primitive_jvps[p] = ...`), its transpose, its batching rule and its partial-evaluation
+rules live in module-level dicts of JAX's, keyed by the primitive. They are library data the
+program extends at run time, as the pytree registry is (`_registries.py`): a program that binds
+a user's primitive, traced and compiled before its lowering was registered again, must not be
+served afterwards. So a primitive is keyed as the library object it is (itself and its
+attributes, watched) *and* by the identity of each entry the tables hold for it, watched by `is`:
+a re-registration is a new key of the same object (a miss of kind "mutated").
+
+The tables are JAX internals. They are reached here through one list (`_TABLES`); where JAX
+moves a required one (`_REQUIRED`), `rule_tables()` is `None` and a primitive reached by a reader
+is a key equal to nothing (`K-opaque`: the reader is itself, never shared, and keeps its key
+through the memo), which is always sound. `tests/test_keys_primitives.py` notices a move, and a
+new table JAX adds beside these.
+"""
+
+import importlib
+from typing import Any
+
+from ._context import Ctx, Handler
+from ._jaxpr import PRIMITIVE
+from ._state import unreadable
+from ._types import Identity, MutableKey
+
+
+# (module, name, nested): a table of primitive -> rule, or (`nested`) of platform -> such a table.
+_TABLES: tuple[tuple[str, str, bool], ...] = (
+    ("jax._src.interpreters.mlir", "_lowerings", False),
+    ("jax._src.interpreters.mlir", "_platform_specific_lowerings", True),
+    ("jax._src.interpreters.ad", "primitive_jvps", False),
+    ("jax._src.interpreters.ad", "primitive_transposes", False),
+    ("jax._src.interpreters.ad", "fancy_transposes", False),
+    ("jax._src.interpreters.ad", "primitive_linearizations", False),
+    ("jax._src.interpreters.batching", "primitive_batchers", False),
+    ("jax._src.interpreters.batching", "fancy_primitive_batchers", False),
+    ("jax._src.interpreters.batching", "skippable_batchers", False),
+    ("jax._src.interpreters.batching", "ragged_prop_rules", False),
+    ("jax._src.interpreters.partial_eval", "custom_partial_eval_rules", False),
+    ("jax._src.interpreters.partial_eval", "partial_eval_jaxpr_custom_rules", False),
+    ("jax._src.interpreters.partial_eval", "dce_rules", False),
+    ("jax._src.interpreters.partial_eval", "const_fold_rules", False),
+    ("jax._src.interpreters.partial_eval", "forwarding_rules", False),
+    ("jax._src.interpreters.partial_eval", "custom_staging_rules", False),
+    ("jax._src.interpreters.partial_eval", "padding_rules", False),
+)
+# Those every supported JAX has (0.5.3 to now): without one, the tables have moved.
+_REQUIRED = frozenset(
+    {
+        ("jax._src.interpreters.mlir", "_lowerings"),
+        ("jax._src.interpreters.mlir", "_platform_specific_lowerings"),
+        ("jax._src.interpreters.ad", "primitive_jvps"),
+        ("jax._src.interpreters.ad", "primitive_transposes"),
+        ("jax._src.interpreters.batching", "fancy_primitive_batchers"),
+        ("jax._src.interpreters.partial_eval", "custom_partial_eval_rules"),
+        ("jax._src.interpreters.partial_eval", "dce_rules"),
+    }
+)
+# Re-exported for the jit layer's fingerprint, which keys a primitive with its rules too.
+__all__ = ["PRIMITIVE", "rule_entries", "rule_tables", "with_rules"]
+_ABSENT = object()
+_found: "tuple[tuple[dict, bool], ...] | None | bool" = False
+
+
+def rule_tables() -> "tuple[tuple[dict, bool], ...] | None":
+    """JAX's rule tables that this JAX has, each with whether it is nested (by platform), or
+    `None` where a required one is missing or is not a dict (JAX moved them)."""
+    global _found
+    if _found is False:
+        found = []
+        for module, name, nested in _TABLES:
+            try:
+                table = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):
+                table = None
+            if isinstance(table, dict):
+                found.append((table, nested))
+            elif (module, name) in _REQUIRED:
+                found = None
+                break
+        _found = None if found is None else tuple(found)
+    return _found  # pyright: ignore[reportReturnType]
+
+
+def rule_entries(p: Any) -> tuple:
+    """What JAX's tables hold for `p` now, each entry as the object itself (compared by `is`):
+    a platform's table by its name and its entry, so that a platform added is seen too."""
+    tables = rule_tables() or ()
+    entries: list = []
+    for table, nested in tables:
+        if nested:
+            for platform, inner in list(table.items()):
+                rule = inner.get(p, _ABSENT)
+                if rule is not _ABSENT:
+                    entries.append(platform)
+                    entries.append(rule)
+        else:
+            entries.append(table.get(p, _ABSENT))
+    return tuple(entries)
+
+
+def with_rules(handler: Handler) -> Handler:
+    """`K-primitive`: the handler `handler` (what the primitive's class is keyed by: itself and
+    its attributes, `K-library-object`, or its own `==`), with the identity of each rule JAX's
+    tables hold for it, watched (a rule registered again is a new key)."""
+
+    def primitive(p: Any, ctx: Ctx, content_ok: bool) -> Any:
+        if rule_tables() is None:
+            # JAX moved its tables: they cannot be read, so a reader is never shared.
+            return unreadable(p, ctx)
+        parts = handler(p, ctx, content_ok)
+        entries = rule_entries(p)
+        ctx.states.append((p, rule_entries, entries))
+        rules = ("rules", tuple([Identity(e) for e in entries]))
+        if type(parts) is MutableKey:
+            # Still a key naming this very primitive: a jaxpr holding it stays substitutable.
+            return MutableKey(parts.identity, (parts.contents, rules))
+        return (parts, rules)
+
+    return primitive
