@@ -65,10 +65,10 @@ def test_a_hit_over_a_big_list_does_not_rekey(monkeypatch):
     runs = 0
     real = _mutable.scalar_run
 
-    def counting(items: Any) -> Any:
+    def counting(items: Any, ctx: Any) -> Any:
         nonlocal runs
         runs += len(items) == len(big)
-        return real(items)
+        return real(items, ctx)
 
     monkeypatch.setattr(_mutable, "scalar_run", counting)
     g = es.filter_jit(f)

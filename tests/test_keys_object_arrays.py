@@ -106,9 +106,12 @@ def test_object_arrays_are_never_substituted_and_never_crash():
 
     m1, m2 = Static(a), Static(b)
     assert m1.table is not m2.table and m1.table[0] == a[0] and m2.table[0] == b[0]
-    # Each module froze its own copy of the items: a later change to the user's list is not its.
+    # Each module froze its own copy of the items: a later change to the user's list is not its,
+    # and the module that was given that list says so when read (attack 10a-10), the other not.
     a[0].append(9.0)
-    assert list(m1.table[0]) == [1.0] and list(m2.table[0]) == [1.0]
+    with pytest.raises(TypeError, match=r"`Static.table.flat\[0\]`.*changed in place"):
+        m1.table
+    assert list(m2.table[0]) == [1.0]
 
 
 @pytest.mark.counts_traces

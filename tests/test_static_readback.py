@@ -175,10 +175,23 @@ def compare(original: Any, read: Any, exact_aliases: bool) -> None:
         lambda: jax.tree.unflatten(jax.tree.structure(original), jax.tree.leaves(read))
     )
     assert rebuilt == outcome(lambda: jax.tree.map(lambda x: x, original))
-    for clone in (copy.copy(read), copy.deepcopy(read), pickle.loads(pickle.dumps(read))):
+    pickled = pickle.loads(pickle.dumps(read))
+    for clone in (copy.copy(read), copy.deepcopy(read), pickled):
         assert shape(clone, loose=True) == shape(read, loose=True)
-        if key_of(read) is not None:
+        if key_of(read) is not None and not (clone is pickled and _holds_nan(original)):
             assert clone is read  # A canonical form stays the one of its class.
+
+
+def _holds_nan(x: Any) -> bool:
+    # A canonical form holds the very NaN it was given (`[nan_a] == [nan_b]` is False), and
+    # unpickling makes new NaN objects: another canonical form, equal as the original's copy is.
+    if isinstance(x, float):
+        return x != x
+    if isinstance(x, dict):
+        return any(map(_holds_nan, x.keys())) or any(map(_holds_nan, x.values()))
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return any(map(_holds_nan, x))
+    return False
 
 
 @PATHS
@@ -215,8 +228,12 @@ def test_copies_of_the_module_keep_the_canonical_form(read, value):
         warnings.simplefilter("ignore")  # Equinox warns about NumPy arrays in static fields.
         module = Stable(value) if read is stable else es.stabilize(Plain(value))
     held = module.__dict__["value"]
-    for clone in (copy.copy(module), copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
-        if read is stable or key_of(held) is not None:
+    pickled = pickle.loads(pickle.dumps(module))
+    for clone in (copy.copy(module), copy.deepcopy(module), pickled):
+        if clone is pickled and _holds_nan(value):
+            # Never substituted (`_holds_nan`): another form, read back equal to the original's.
+            assert shape(clone.value) == shape(module.value)
+        elif read is stable or key_of(held) is not None:
             got = clone.__dict__["value"]
             # A `str` or `bytes` is stored as itself, and pickle makes another equal one (of
             # more than one character): the same key, and `==` and `hash` are all a jit cache

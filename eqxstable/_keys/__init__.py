@@ -29,7 +29,8 @@ _latest = Recent()
 
 def compute(obj: Any) -> tuple[Key, Watch]:
     """The key of `obj` computed now, with the watch that says when it may have changed."""
-    if id(type(obj)) in _ATOMS:
+    if id(type(obj)) in _ATOMS and obj == obj:
+        # (A NaN, unequal to itself, takes the full computation: never substituted, `float_`.)
         return Key(key(obj, _ATOM_CTX, True), False), _NO_WATCH
     entry = recall(obj)
     if entry is not None:
@@ -47,7 +48,8 @@ def compute(obj: Any) -> tuple[Key, Watch]:
     return result, watch
 
 
-# Never written to: the handlers of `_ATOMS` read nothing from their context.
+# Never written to: the handlers of `_ATOMS` read nothing from their context (but a NaN's,
+# which is never given this one).
 _ATOM_CTX = Ctx()
 
 
@@ -62,7 +64,7 @@ def _holds_itself(parts: Any, obj: Any) -> bool:
 def compute_node_data(data: Any) -> tuple[Key, Watch]:
     """The key of pytree node data: the lists, dicts and sets in it are made afresh by each
     flatten (a custom node's `flatten` may return a new dict), so they are keyed by contents."""
-    if id(type(data)) in _ATOMS:
+    if id(type(data)) in _ATOMS and data == data:
         # `None`, the node data of every tuple, list and `None` node.
         return Key(key(data, _ATOM_CTX, False), False), _NO_WATCH
     found = _latest.recall(data)
@@ -114,7 +116,7 @@ def stable_key(obj: Any) -> Key:
         assert es.stable_key(1) != es.stable_key(1.0)
         ```
     """
-    if id(type(obj)) in _ATOMS:
+    if id(type(obj)) in _ATOMS and obj == obj:
         return Key(key(obj, _ATOM_CTX, True), False)
     entry = recall(obj)
     if entry is not None:

@@ -131,15 +131,15 @@ def _container_contents(obj: Any, ctx: Ctx) -> Any:
 
 def _items(obj: Any, ctx: Ctx) -> Any:
     # `K-scalar-run` where every item is of one exact scalar type, else item by item.
-    fast = scalar_run(obj)
+    fast = scalar_run(obj, ctx)
     if fast is not None:
         return fast
     return tuple([key(x, ctx, False) for x in obj])
 
 
 def _dict_items(d: dict, ctx: Ctx) -> Any:
-    keys = scalar_run(d)
-    values = scalar_run(d.values()) if keys is not None else None
+    keys = scalar_run(d, ctx)
+    values = scalar_run(d.values(), ctx) if keys is not None else None
     if values is not None:
         return ("scalar-dict", keys, values)
     return tuple([(key(k, ctx, False), key(v, ctx, False)) for k, v in d.items()])

@@ -33,13 +33,15 @@ MIN_ITEMS = 8
 ENABLED = True
 
 
-def scalar_run(items: Any) -> Any:
+def scalar_run(items: Any, ctx: Any) -> Any:
     """The key of `items` (a tuple, list, set, or a dict's keys or values) if all of them are of
     one exact type on the list above, or all exactly `float`; else `None` (take the slow path).
 
     **Arguments:**
 
     - `items`: a sized iterable, read twice (it is not changed in between: no user code runs).
+    - `ctx`: the key's computation: a run holding a NaN is never substituted (`ctx.own_eq`), as
+        the slow path's `float_` says.
 
     **Returns:**
 
@@ -62,5 +64,7 @@ def scalar_run(items: Any) -> Any:
     if i == _FLOAT:
         # `array('d')` stores each float's 8 bytes as they are: `-0.0` and `0.0` differ, and a
         # NaN keeps its payload, as `struct.pack("<d", x)` (the slow path) does.
+        if not all(map(float.__eq__, items, items)):
+            ctx.own_eq = True
         return ("scalars", float, array("d", items).tobytes())
     return None

@@ -40,15 +40,29 @@ def value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def float_(obj: float, ctx: Ctx, content_ok: bool) -> Any:
     # Bits, not `==`: `0.0` and `-0.0` differ, and a NaN equals a NaN with the same bits.
+    _no_nan_substitute(obj, ctx)
     return (float, _pack_double(obj))
 
 
+def _no_nan_substitute(obj: Any, ctx: Ctx) -> None:
+    # A NaN is unequal to every other NaN object (a container compares its items by `is`
+    # first): `intern` handing out another NaN object, or a container of one, would change what
+    # `==` answers against the user's own (`[nan_a] == [nan_b]` is False). Keyed by its bits,
+    # never substituted.
+    if obj != obj:
+        ctx.own_eq = True
+
+
 def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
+    _no_nan_substitute(obj, ctx)
     return (complex, _pack_double(obj.real), _pack_double(obj.imag))
 
 
 def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
+    if obj.dtype.kind in "fcmM":
+        # NaN and NaT are unequal to themselves, as a float's NaN (`float_`).
+        _no_nan_substitute(obj, ctx)
     if library_class(t):
         return (t, dtype_key(obj.dtype), obj.tobytes())
     # A user's subclass: its methods run in the trace, its attributes are read. Its value as
@@ -91,7 +105,7 @@ _FEW = 256
 
 @compound
 def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
-    fast = scalar_run(obj)
+    fast = scalar_run(obj, ctx)
     if fast is not None:
         return (tuple, fast)
     frozen = frozen_part(obj, ctx)

@@ -126,9 +126,14 @@ class Freezer:
         t = type(obj)
         parts = self.parts
         if id(t) in _ATOMS:
-            # Compared by value, type-exactly (a float by its bits: `-0.0` is not `0.0`, a NaN
-            # equals a NaN with the same bits): no need to intern them.
-            parts.append((t, _FLOAT.pack(obj) if t is float else obj))
+            # Compared by value, type-exactly (a float by its bits: `-0.0` is not `0.0`): no
+            # need to intern them. A NaN by its identity: `[nan_a] == [nan_b]` is False, so
+            # another canonical form's NaN would change what `==` answers (the form holds it, so
+            # its `id` is not reused while the key is in the table).
+            if obj != obj:
+                parts.append((t, "nan", id(obj)))
+            else:
+                parts.append((t, _FLOAT.pack(obj) if t is float else obj))
             return obj
         kind = _KINDS.get(id(t))
         if kind is None:
