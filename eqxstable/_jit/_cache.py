@@ -220,7 +220,8 @@ class Cache:
             entry.adopt(treedef, leaves, data, watch)
             return entry, False
         entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
-        entry.unpinned = pinned_twin(self.entries.values(), key, statics, data, mask)
+        # A copy made in C under the GIL: another thread may add an entry meanwhile.
+        entry.unpinned = pinned_twin(list(self.entries.values()), key, statics, data, mask)
         self.entries.set(key, entry)
         return entry, True
 
