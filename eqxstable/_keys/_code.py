@@ -157,7 +157,8 @@ _GLOBAL_USES = frozenset(
 _counters: dict[int, tuple[weakref.ref, frozenset[str]]] = {}
 
 
-def _compute_global_counters(code: types.CodeType) -> frozenset[str]:
+def _global_uses(code: types.CodeType) -> dict[str, list[tuple[list, int]]]:
+    """Every use of a global name in `code` and its nested code: `(instructions, index)` each."""
     uses: dict[str, list[tuple[list, int]]] = {}
     pending = [code]
     while pending:
@@ -167,6 +168,11 @@ def _compute_global_counters(code: types.CodeType) -> frozenset[str]:
         for k, ins in enumerate(instructions):
             if ins.opname in _GLOBAL_USES and isinstance(ins.argval, str):
                 uses.setdefault(ins.argval, []).append((instructions, k))
+    return uses
+
+
+def _compute_global_counters(code: types.CodeType) -> frozenset[str]:
+    uses = _global_uses(code)
     counters = set()
     for name, found in uses.items():
         loads = [(ins, k) for ins, k in found if ins[k].opname == "LOAD_GLOBAL"]
@@ -210,15 +216,7 @@ def _method_load(ins: Any, attr: str) -> bool:
 
 
 def _compute_appended_only(code: types.CodeType) -> frozenset[str]:
-    uses: dict[str, list[tuple[list, int]]] = {}
-    pending = [code]
-    while pending:
-        c = pending.pop()
-        pending.extend(_nested(c))
-        instructions = list(dis.get_instructions(c))
-        for k, ins in enumerate(instructions):
-            if ins.opname in _GLOBAL_USES and isinstance(ins.argval, str):
-                uses.setdefault(ins.argval, []).append((instructions, k))
+    uses = _global_uses(code)
     logs = set()
     for name, found in uses.items():
         if all(
