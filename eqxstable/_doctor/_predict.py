@@ -18,7 +18,6 @@ script's calls into the caches of the stable wrappers it makes itself.
 what was predicted.
 """
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
@@ -48,6 +47,7 @@ from .._jit import (
     static_key,
     under_a_trace,
     unpinned_place,
+    with_function_arrays,
 )
 from .._keys import compute, Key, Watch
 from ._jax_caches import context, counts, detaches, in_another_context, in_other_context
@@ -116,8 +116,8 @@ class ShadowWrapper:
         self.fun = fun
         self.parts = parts
         self.which = which
-        # The paths of the function's arrays: they are arguments of the program (`fun.weight`).
-        self.paths: list[str] | None = None
+        # The key paths of the function's arrays: they are arguments of the program (`fun.weight`).
+        self.paths: list[tuple] | None = None
         self.program = program
         self.calls = 0
         # The one (program, entry) every call used so far, or `_MANY`: while it is one, a call
@@ -128,12 +128,10 @@ class ShadowWrapper:
     def resnapshot(self) -> None:
         self.fun_key, self.fun_watch = compute(self.fun)
 
-    def array_paths(self) -> list[str]:
+    def array_paths(self) -> list[tuple]:
         if self.paths is None:
             flat = jtu.tree_flatten_with_path(self.fun)[0]
-            self.paths = [
-                f"fun{jtu.keystr(path)}" for (path, _), m in zip(flat, self.parts.mask) if m
-            ]
+            self.paths = [path for (path, _), m in zip(flat, self.parts.mask) if m]
         return self.paths
 
 
@@ -334,8 +332,7 @@ class Predictor:
         if sig is None:
             sig = signature(args, kwargs)
         if fun_arrays:
-            fun_leaves = tuple(zip(wrapper.array_paths(), map(_array_leaf, fun_arrays)))
-            sig = dataclasses.replace(sig, leaves=sig.leaves + fun_leaves)
+            sig = with_function_arrays(sig, zip(wrapper.array_paths(), fun_arrays))
         # The jit layer's own explanation, in the same order and words as a real miss.
         miss = explain_stable_miss(
             fun_names(wrapper.fun)[0],

@@ -50,6 +50,7 @@ from ._signature import (
     short_repr as short_repr,
     Signature as Signature,
     signature as signature,
+    with_function_arrays as with_function_arrays,
 )
 
 

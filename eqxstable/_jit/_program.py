@@ -6,14 +6,12 @@ Wrappers of equivalent functions (the same `stable_key`, the same options) share
 with `equinox.filter_jit`.
 """
 
-import dataclasses
 import functools as ft
 import threading
 import weakref
 from typing import Any
 
 import jax
-import jax.tree_util as jtu
 
 from . import _debug_mode, _reuse
 from ._accounting import Call, current, Miss, not_compiled, notify
@@ -25,7 +23,7 @@ from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
 from ._outputs import split_output as _split_output
-from ._signature import array_leaf, field_path, Signature, signature
+from ._signature import field_path, Signature, signature, with_function_arrays
 from ._token import Token, trace_sig
 
 
@@ -209,12 +207,7 @@ class Program:
             # A pytree nested deeper than Python's recursion limit: still compile, unexplained.
             sig = None
         if sig is not None and call.wrapper._dynamic:
-            # The function's own arrays are arguments of the program too (`fun.weight`).
-            fun_leaves = tuple(
-                (f"fun{jtu.keystr(path)}", array_leaf(x))
-                for (path, x) in call.wrapper._array_paths()
-            )
-            sig = dataclasses.replace(sig, leaves=sig.leaves + fun_leaves)
+            sig = with_function_arrays(sig, call.wrapper._array_paths())
         miss = explain_stable_miss(
             self.name,
             call.wrapper._state.rebound,

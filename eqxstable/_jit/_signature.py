@@ -10,7 +10,7 @@ is part of the internal API the tools (`eqxstable doctor`) build on.
 """
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -223,6 +223,23 @@ def signature(args: tuple, kwargs: dict) -> Signature:
     with collector_paused():
         _walk((args, kwargs), argument_path(()), True, leaves, nodes, objects)
     return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config())
+
+
+def with_function_arrays(sig: Signature, arrays: Iterable[tuple[Any, Any]]) -> Signature:
+    """`sig` with the function's own arrays added as leaves: they are arguments of the program
+    too, so a new shape there is a miss like one in the arguments.
+
+    **Arguments:**
+
+    - `sig`: a call's `signature` of its bound arguments.
+    - `arrays`: `(key path, array)` of each of the function's own arrays, in flattening order.
+
+    **Returns:**
+
+    The signature with a leaf `fun<path>` (e.g. `fun.weight`) per array.
+    """
+    leaves = tuple((f"fun{jtu.keystr(tuple(path))}", array_leaf(x)) for path, x in arrays)
+    return dataclasses.replace(sig, leaves=sig.leaves + leaves) if leaves else sig
 
 
 def field_path(obj: Any, args: tuple, kwargs: dict) -> str:
