@@ -8,7 +8,9 @@ can do by hand. Also the cost of the per-call checks: the same stable wrapper wi
 
 Every figure is the minimum over interleaved rounds (other processes only ever add time), and the
 ratios compare figures taken in the same process, round by round: on a shared machine compare
-ratios, not microseconds.
+ratios, not microseconds. `--count-calls` prints instead how many Python and C functions one
+hit calls (`sys.setprofile`): a count that load does not change, to compare two versions of the
+code on a busy machine.
 
 Targets (issue 14): small <= 1.35x raw, pipelined and blocking on every call; 200-layer <= 1.15x
 raw; small <= 0.25x `eqx.filter_jit`.
@@ -16,6 +18,7 @@ raw; small <= 0.25x `eqx.filter_jit`.
 
 import argparse
 import gc
+import sys
 
 import equinox as eqx
 import jax
@@ -131,13 +134,47 @@ def _breakdown(depth: int, width: int, calls: int, repeats: int) -> None:
     print(table(rows, [f"hit path, depth {depth} ({len(leaves)} leaves)", "us"]))
 
 
+def _calls_per_hit(fn) -> int:
+    """How many Python and C functions one call of `fn` (a hit, after two warm-up calls) calls."""
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    fn()
+    fn()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def _count_calls() -> None:
+    rows = []
+    for name, (depth, width) in _DEPTHS.items():
+        fns = _setups(depth, width)[0]
+        counts = {label: _calls_per_hit(fn) for label, fn in fns.items()}
+        raw = counts["raw jax.jit"]
+        rows += [[name, label, str(n), f"{n / raw:.2f}x"] for label, n in counts.items()]
+    print(table(rows, ["", "", "calls per hit", "vs raw"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--breakdown", action="store_true", help="also time each part of a hit")
+    parser.add_argument(
+        "--count-calls", action="store_true", help="count the functions a hit calls instead"
+    )
     args = parser.parse_args()
     header("benchmarks/dispatch.py")
+    if args.count_calls:
+        _count_calls()
+        return
     summary = []
     for name, (depth, width) in _DEPTHS.items():
         fns, n_leaves, watched = _setups(depth, width)
