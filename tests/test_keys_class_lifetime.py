@@ -9,11 +9,14 @@ import gc
 import weakref
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import eqxstable as es
+from eqxstable._keys import compute
 from eqxstable._keys._per_class import per_class, PerClass
 
 
@@ -167,3 +170,55 @@ def test_keys_still_hit_after_classes_die():
         assert jnp.array_equal(f(jnp.ones(2), 2), jnp.full(2, 2.0))
     assert traces == 1
     assert jax.numpy.ones(1).dtype == jnp.float32
+
+
+class _Holder(es.StableModule):
+    kind: type = eqx.field(static=True)
+
+
+def _run_time_class(i: int) -> type:
+    # Its own `__dict__` and `__weakref__` descriptors, and a slot's, each hold the class.
+    base = type(f"Base{i}", (), {"table": np.zeros(1000)})
+    return type(f"Layer{i}", (base,), {"__slots__": ("a", "b"), "scale": float(i)})
+
+
+@pytest.mark.parametrize(
+    "use", [es.stable_key, es.intern, _Holder], ids=["stable_key", "intern", "static_field"]
+)
+def test_a_class_keyed_as_a_value_is_freed(use):
+    # attack 11c-15: the state watched for a class held its slot descriptors, and the key the
+    # descriptors themselves, each holding the class: never freed.
+    refs = []
+    for i in range(5):
+        cls = _run_time_class(i)
+        use(cls)
+        refs += [weakref.ref(cls), weakref.ref(cls.__mro__[1])]
+        del cls
+    # The first collection frees each class, and with it (by a weak reference's callback) the
+    # key memo's entry, which held its bases: the second frees those.
+    gc.collect()
+    gc.collect()
+    assert [r() for r in refs if r() is not None] == []
+
+
+def test_a_class_keyed_as_a_value_stays_watched():
+    cls = _run_time_class(0)
+    key, watch = compute(cls)
+    assert watch.valid() and watch.weak().weak_valid()
+    assert compute(cls)[0] == key
+    # The slot's name bound to something else: the class changed, and its key with it.
+    cls.a = property(lambda self: 2.0)
+    assert not watch.valid() and not watch.weak().weak_valid()
+    assert compute(cls)[0] != key
+
+
+def test_slot_descriptors_key_by_class_and_name():
+    first, second = _run_time_class(0), _run_time_class(1)
+    a = vars(first)["a"]
+    assert es.stable_key(a) == es.stable_key(vars(first)["a"])
+    assert es.stable_key(a) != es.stable_key(vars(first)["b"])
+    assert es.stable_key(a) != es.stable_key(vars(second)["a"])
+    base_a, base_b = first.__mro__[1], second.__mro__[1]
+    assert es.stable_key(vars(base_a)["__weakref__"]) == es.stable_key(vars(base_a)["__weakref__"])
+    assert es.stable_key(vars(base_a)["__weakref__"]) != es.stable_key(vars(base_b)["__weakref__"])
+    assert es.stable_key(vars(base_a)["__weakref__"]) != es.stable_key(vars(base_a)["__dict__"])

@@ -4,6 +4,7 @@ and the descriptors a class holds (`K-descriptor`)."""
 
 import abc
 import enum
+import types
 from typing import Any
 
 import equinox as eqx
@@ -221,9 +222,30 @@ def _class_state(c: type) -> tuple:
     if "_abc_impl" in d:
         # `abc`'s cache token, moved by every `register` (`_abc_registry`).
         token = size(abc.get_cache_token())  # pyright: ignore (an `int`)
-        return (c.__bases__, c.__name__, c.__qualname__, type(c), node, token, *_sized(d))
-    return (c.__bases__, c.__name__, c.__qualname__, type(c), node, *_sized(d))
+        return (c.__bases__, c.__name__, c.__qualname__, type(c), node, token, *_entries(c, d))
+    return (c.__bases__, c.__name__, c.__qualname__, type(c), node, *_entries(c, d))
 
 
-def _sized(d: Any) -> tuple:
-    return (size(len(d)), *d.values())
+# The descriptors `type` makes for a class's own slots and its instances' `__dict__` and
+# `__weakref__`: each holds its class strongly.
+_SLOT_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+# What stands in a class's state for one of its own slot descriptors under its own name.
+_OWN_SLOT = object()
+
+
+def _entries(c: type, d: Any) -> tuple:
+    # A class's own slot descriptor under its own name stands in the state as `_OWN_SLOT`: the
+    # state holding it would keep a class made at run time alive for ever (it holds its class).
+    # `type` makes one per name and never another, so the entry rebound to anything else (another
+    # class's descriptor, or this one under another name, included) still changes the state.
+    return (
+        size(len(d)),
+        *[
+            _OWN_SLOT
+            if type(v) in _SLOT_DESCRIPTORS and v.__objclass__ is c and v.__name__ == k
+            else v
+            for k, v in d.items()
+        ],
+    )

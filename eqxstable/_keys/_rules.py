@@ -193,8 +193,8 @@ _EXACT: TypeTable[Handler] = TypeTable(
         # K-mapping-proxy
         types.MappingProxyType: mut.mapping_proxy,
         # K-library-code: a slot's or a C attribute's descriptor is part of its class
-        types.MemberDescriptorType: v.constant,
-        types.GetSetDescriptorType: v.constant,
+        types.MemberDescriptorType: v.slot_descriptor,
+        types.GetSetDescriptorType: v.slot_descriptor,
         # K-descriptor
         property: cl.descriptor,
         classmethod: cl.descriptor,

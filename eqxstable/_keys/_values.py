@@ -99,6 +99,14 @@ def constant(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return Namespace(obj)
 
 
+def slot_descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    """A slot's or a C attribute's descriptor (`C.__dict__["__weakref__"]`, a `__slots__` entry's
+    member): part of its class, one per name, made with it and never changed. Keyed by its class
+    (held weakly) and name, not by the descriptor, which holds its class strongly and supports no
+    weak reference: a key holding it would keep a class made at run time alive for ever."""
+    return (type(obj), obj.__name__, Namespace(obj.__objclass__))
+
+
 # Shorter tuples are walked: the budget does not concern them.
 _FEW = 256
 
