@@ -18,7 +18,7 @@ from ._code import Reads
 from ._context import Ctx, key, too_deep
 from ._dtypes import dtype_key
 from ._imports import Binding
-from ._library_mutable import shallow
+from ._library_mutable import jax_config, shallow
 from ._modules import module_class, served_by_class
 from ._origin import (
     library_class,
@@ -135,9 +135,11 @@ def _library_data(v: Any, ctx: Ctx) -> Any:
     attributes are all plain values (and whose classes hold none) is keyed one level deep
     (`shallow`); one holding another object (`logging.root.manager.disable`, a list of handlers)
     would be keyed by that object's identity while what it holds changes unseen, so its reader
-    gets a key equal to nothing. JAX's configuration is keyed one level deep as before: the
-    values a trace reads from it are JAX's trace context and `_jit/_config.untraced`."""
-    if v is jax.config or _flat_library_data(v):
+    gets a key equal to nothing. JAX's configuration is keyed by every flag's value
+    (`jax_config`): its trace context holds only some."""
+    if v is jax.config:
+        return jax_config(v, ctx)
+    if _flat_library_data(v):
         return shallow(v, ctx)
     return too_deep(v, ctx)
 

@@ -216,3 +216,25 @@ def shallow(obj: Any, ctx: Ctx) -> Any:
         v = getattr(obj, name, MISSING)
         parts.append((name, key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)))
     return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(parts)))
+
+
+def jax_config(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
+    """`K-module-attrs`: JAX's configuration (`jax.config`) read by a user function: the value of
+    every flag (`jax.config.jax_enable_checks`, `jax.config.values[...]`), by value where plain,
+    watched. JAX's trace context keys only some flags; a trace may branch on any other, so a
+    function reading the configuration is keyed by all of them (about 130: read on a miss, and
+    compared by identity on the hits of the functions that read it)."""
+    ctx.identity = True
+    state = _config_state(obj)
+    ctx.states.append((obj, _config_state, state))
+    names = tuple(obj.values)
+    parts = tuple(
+        (name, key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v))
+        for name, v in zip(names, state)
+    )
+    return MutableKey(Identity(obj), (Namespace(type(obj)), parts))
+
+
+def _config_state(obj: Any) -> tuple:
+    # Every flag's current value (a context manager's included: `values` reads each holder).
+    return tuple(obj.values.values())

@@ -192,6 +192,8 @@ _EXACT: TypeTable[Handler] = TypeTable(
         bytearray: mut.mutable,
         # K-mapping-proxy
         types.MappingProxyType: mut.mapping_proxy,
+        # K-module-attrs: JAX's configuration, however it is reached (`from jax import config`)
+        type(jax.config): lmut.jax_config,
         # K-library-code: a slot's or a C attribute's descriptor is part of its class
         types.MemberDescriptorType: v.slot_descriptor,
         types.GetSetDescriptorType: v.slot_descriptor,
