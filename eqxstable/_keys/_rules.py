@@ -37,6 +37,7 @@ from . import (
     _classes as cl,
     _closure_function as clo,
     _functions as fn,
+    _jaxtyping as jt,
     _library as lib,
     _library_mutable as lmut,
     _modules as mod,
@@ -143,6 +144,8 @@ def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def _class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
+    if jt.made_by_jaxtyping(cls):
+        return jt.annotation_class(cls, ctx, content_ok)  # K-jaxtyping-array
     if library_class(cls):
         return reg.library_class(cls, ctx)
     return cl.user_class(cls, ctx, content_ok)
