@@ -25,6 +25,7 @@ TESTS = [
     "tests/test_keys_library_registries.py",
     "tests/test_keys_primitives.py",
     "tests/test_keys_trace_log.py",
+    "tests/test_keys_jaxtyping_classes.py",
 ]
 
 # Row id (the table in `eqxstable/_keys/README.md`) -> Python run before the tests (in a
@@ -76,6 +77,8 @@ BREAKS = {
     "K-jit": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",
     "K-jaxpr": "r._EXACT[r.JAXPR] = r._EXACT[r.CLOSED_JAXPR] = lambda o, c, k: ctx.identity(o, c)",
     "K-user-class": "r.cl.user_class = r.v.constant",
+    # The dims alone: `Int[Array, "a b"]` and `Float[Array, "a b"]` one key.
+    "K-jaxtyping-array": "r.jt.annotation_class = lambda o, c, k: ('jt', o.dim_str)",
     "K-treedef": "r._EXACT[jax.tree_util.PyTreeDef] = lambda o, c, k: ('treedef', o.num_leaves)",
     "K-user-module": "r.mod.user_module = r.v.constant",
     "K-library-code": "r.library_class = lambda t: False",

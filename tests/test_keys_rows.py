@@ -809,6 +809,9 @@ ROW_TESTS = {
     "K-jit": _ROWS + "test_jax_jit_functions",
     "K-jaxpr": "tests/test_key_jaxpr.py::test_the_same_computation_converted_twice_has_one_key",
     "K-user-class": _ROWS + "test_user_classes_watched",
+    "K-jaxtyping-array": (
+        "tests/test_keys_jaxtyping_classes.py::test_rebuilt_annotations_share_and_differing_ones_do_not"
+    ),
     "K-treedef": _ALLOW + "test_treedefs_by_node_data_type_exactly",
     "K-user-module": _ROWS + "test_user_modules_read_whole",
     "K-library-code": _ROWS + "test_library_objects_are_constants",
