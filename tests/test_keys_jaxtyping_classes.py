@@ -208,3 +208,27 @@ def test_dataclass_fields_with_annotations_key_by_class():
     # jaxtyping's classes as the user's, and the class's key holds.
     k, watch = compute(_Spec)
     assert watch.valid() and compute(_Spec)[0] == k
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class _NoInit:
+    scale: float = 1.0
+
+
+def test_dataclasses_are_judged_by_where_their_generated_code_lives():
+    # On Python 3.10 (no `co_qualname`) the first method with the class's qualified name
+    # decided: a library dataclass's generated `__init__` ("<string>") made jaxtyping's dims the
+    # user's (walked in every annotation's key), and a user's dataclass without `__init__`
+    # took its `__repr__` (wrapped by `dataclasses`, library code) for its own: a constant.
+    from jaxtyping import _array_types
+
+    from eqxstable._keys._origin import library_class
+
+    assert library_class(_array_types._NamedDim) and library_class(_array_types._FixedDim)
+    assert not library_class(_NoInit)
+    before, watch = compute(_NoInit)
+    _NoInit.scale = 2.0  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        assert not watch.valid() and compute(_NoInit)[0] != before
+    finally:
+        _NoInit.scale = 1.0  # pyright: ignore[reportAttributeAccessIssue]

@@ -147,12 +147,32 @@ def _library_class(cls: type) -> bool:
         code = getattr(f, "__code__", None)
         if not isinstance(code, types.CodeType):
             continue
+        if not hasattr(code, "co_qualname"):
+            # Python 3.10: the qualified name is the function's, which `functools.wraps` copies
+            # (`dataclasses` wraps `__repr__` so): the function it wraps is the method.
+            f = _unwrapped(f)
+            code = f.__code__
         # A method of its own body, not a function assigned to it (`loss = optax.l2_loss`),
         # nor one that `dataclasses` or `collections` generated for it.
         qualname = getattr(code, "co_qualname", None) or getattr(f, "__qualname__", "")
         if isinstance(qualname, str) and qualname.startswith(prefix):
-            return library_code(code)
+            # Code generated at run time is where its globals are (`library_function`): on
+            # Python 3.10 a dataclass's generated `__init__` has the class's qualified name,
+            # and `<string>` made every library dataclass the user's (jaxtyping's `_NamedDim`,
+            # walked as a user's class in every annotation's key).
+            return library_function(f) if type(f) is types.FunctionType else library_code(code)
     return _named_in_library_module(cls, cls.__qualname__, extension_ok=True)
+
+
+def _unwrapped(f: Any) -> Any:
+    # The function `functools.wraps` says `f` wraps, read from its own dict (no `__getattr__`),
+    # as long as it is a function: at most a few levels.
+    for _ in range(8):
+        inner = getattr(f, "__dict__", {}).get("__wrapped__")
+        if type(inner) is not types.FunctionType:
+            break
+        f = inner
+    return f
 
 
 @per_class
