@@ -232,3 +232,24 @@ def test_dataclasses_are_judged_by_where_their_generated_code_lives():
         assert not watch.valid() and compute(_NoInit)[0] != before
     finally:
         _NoInit.scale = 1.0  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_a_users_array_type_is_keyed_as_the_users_class():
+    # `Float[MyArray, "n"]`: jaxtyping's `isinstance` runs `isinstance(x, MyArray)` (its
+    # metaclass's check, a user's), and before jaxtyping 0.3 the annotation derives from it.
+    class Meta(type):
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return hasattr(obj, "shape") and cls.strict is False  # pyright: ignore
+
+    class MyArray(metaclass=Meta):
+        strict = False
+
+    ann = Float[MyArray, "n"]
+    before, watch = compute(ann)
+    assert es.stable_key(Float[MyArray, "n"]) == before  # A rebuilt annotation: one key.
+    MyArray.strict = True  # pyright: ignore[reportAttributeAccessIssue]
+    assert not watch.valid() and compute(ann)[0] != before
+    # Its metaclass, whose `__instancecheck__` jaxtyping's check runs: watched too.
+    _, watch = compute(ann)
+    Meta.__instancecheck__ = lambda cls, obj: True  # pyright: ignore[reportAttributeAccessIssue]
+    assert not watch.valid()

@@ -87,8 +87,10 @@ def made_by_jaxtyping(cls: type) -> bool:
     if t is not meta:
         # jaxtyping < 0.3: a subclass of `_MetaAbstractArray` that jaxtyping makes per array
         # metaclass (`_make_metaclass`), with `_MetaAbstractArray` next in its MRO.
-        mro = t.__mro__
-        if len(mro) < 2 or mro[1] is not meta or not library_class(t):
+        # Its other bases come from the array type's metaclass: all a library's, or a user's
+        # metaclass could serve `cls.__dict__` and `cls.__bases__` itself (then: a user class).
+        mro: tuple = t.__mro__  # pyright: ignore[reportAssignmentType]
+        if len(mro) < 2 or mro[1] is not meta or not all(library_class(m) for m in mro):
             return False
     d = cls.__dict__
     bases = cls.__bases__
