@@ -246,7 +246,10 @@ def test_a_users_array_type_is_keyed_as_the_users_class():
 
     ann = Float[MyArray, "n"]
     before, watch = compute(ann)
-    assert es.stable_key(Float[MyArray, "n"]) == before  # A rebuilt annotation: one key.
+    if type(ann) is type(Float[Array, "n"]):
+        # A rebuilt annotation is one key; not before jaxtyping 0.3, where the annotation's
+        # metaclass derives from the user's (a user class then, walked, by identity).
+        assert es.stable_key(Float[MyArray, "n"]) == before
     MyArray.strict = True  # pyright: ignore[reportAttributeAccessIssue]
     assert not watch.valid() and compute(ann)[0] != before
     # Its metaclass, whose `__instancecheck__` jaxtyping's check runs: watched too.
