@@ -256,3 +256,20 @@ def test_a_users_array_type_is_keyed_as_the_users_class():
     _, watch = compute(ann)
     Meta.__instancecheck__ = lambda cls, obj: True  # pyright: ignore[reportAttributeAccessIssue]
     assert not watch.valid()
+
+
+def test_a_keyed_annotation_class_is_freed():
+    # Before jaxtyping 0.3 its namespace holds its own `__dict__` and `__weakref__` descriptors,
+    # each holding the class: a watch state holding them kept every annotation ever keyed.
+    import gc
+    import weakref
+
+    def keyed() -> weakref.ref:
+        ann = _f("q r")
+        es.stable_key(ann)
+        es.stable_key(_spec_function(Float, Array, "q r"))
+        return weakref.ref(ann)
+
+    ref = keyed()
+    gc.collect()
+    assert ref() is None

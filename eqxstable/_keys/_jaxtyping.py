@@ -18,6 +18,7 @@ user class, walked as one."""
 
 import abc
 import sys
+import types
 from typing import Any
 
 from ._classes import _abc_registry
@@ -143,4 +144,17 @@ def _state(cls: type) -> tuple:
     # token where it is an `abc` class (a `register` on it is keyed above).
     d = cls.__dict__
     token = (size(abc.get_cache_token()),) if "_abc_impl" in d else ()  # pyright: ignore
-    return (cls.__bases__, cls.__name__, cls.__qualname__, type(cls), *token, *d.values())
+    values = [_OWN_SLOT if _own_slot(cls, k, v) else v for k, v in d.items()]
+    return (cls.__bases__, cls.__name__, cls.__qualname__, type(cls), *token, *values)
+
+
+# What stands in the state for the class's own `__dict__` and `__weakref__` descriptors (before
+# jaxtyping 0.3): each holds its class strongly, so a state holding it would keep an annotation
+# class alive for good. `type` makes one per name and never another: rebound, the entry is
+# another object in the state.
+_OWN_SLOT = object()
+_SLOT_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+def _own_slot(cls: type, name: str, v: Any) -> bool:
+    return type(v) in _SLOT_DESCRIPTORS and v.__objclass__ is cls and v.__name__ == name
