@@ -141,6 +141,8 @@ class Stats:
         "misses",
         "compile_seconds",
         "trace_seconds",
+        "deciding",
+        "lock",
         "__weakref__",
     )
 
@@ -161,6 +163,13 @@ class Stats:
         self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
+        # How many misses were decided (guarded, explained) and are being traced now, in any
+        # thread: the guards count them with `missed`, so that concurrent misses cannot all
+        # pass `max_traces` (attack 11b-01). Left alone by `clear()`: they are still running.
+        self.deciding = 0
+        # Held while a miss is decided and while one is recorded (never on a hit): the count the
+        # guards read and the history a miss is explained against change only under it.
+        self.lock = threading.RLock()
 
     def record(self, miss: Miss) -> None:
         self.missed += 1

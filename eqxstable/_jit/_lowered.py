@@ -5,7 +5,7 @@ from typing import Any
 import jax.tree_util as jtu
 
 from ._accounting import Call, current, not_compiled, notify
-from ._outputs import serving
+from ._outputs import rebuilt, serving
 
 
 _flatten = jtu.default_registry.flatten
@@ -79,7 +79,7 @@ class Compiled:
         donated, kept = self._entry.split(leaves)
         # An output leaf the trace took from the inputs is this call's own object (`_outputs.py`).
         with serving(self._entry, wrapper._fun_template):
-            return self.compiled(donated, kept, wrapper._dynamic)
+            return rebuilt(self.compiled(donated, kept, wrapper._dynamic))
 
     def as_text(self) -> str:
         return self.compiled.as_text()

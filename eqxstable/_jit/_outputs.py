@@ -39,8 +39,15 @@ MSG_NO_CALL = (
 
 class Mixed:
     """An output with non-array leaves. It is a pytree node whose children are the array leaves
-    and whose node data is the rest, so it travels through `jax.jit`, and JAX's unflattening of
-    each call's result rebuilds the user's output directly (see `_rebuild`).
+    and whose node data is the rest, so it travels through `jax.jit`. JAX's unflattening of each
+    call's result makes a `Mixed` again, and the caller (the wrapper, `Compiled`) turns it into
+    the user's output with `rebuilt` while the call is still current.
+
+    Why not rebuild the user's output inside JAX's unflattening: after a call that compiled, JAX
+    flattens the output it returned once more (`pjit._get_fastpath_data`) and runs later calls
+    on its C++ fast path only when every leaf it then finds is an array. A `Mixed` flattens to
+    its arrays; the user's output (a module with its activation functions, `(x, 1.0)`) does not,
+    so every hit would take JAX's Python dispatch path (attack 11b-02).
 
     `sources` holds `(output leaf, 0 or 1, input leaf)` for each output leaf that is a static
     input: of the call's flattened `(args, kwargs)` (0) or of the function (1). Its place in
@@ -57,21 +64,29 @@ class Mixed:
         self.sources = sources
 
 
-def _rebuild(spec: tuple, dynamic: Any) -> Any:
-    treedef, template, dyn_pos, sources = spec
-    leaves = list(template)
-    for i, x in zip(dyn_pos, dynamic):
+def rebuilt(out: Any) -> Any:
+    """The user's output: `out` itself unless it is a `Mixed`, whose arrays are then put back
+    among its other leaves (and the current call's objects where its trace took its inputs').
+    Called while the call that returned `out` is current (`current.call`, `serving`)."""
+    if type(out) is not Mixed:
+        return out
+    leaves = list(out.template)
+    for i, x in zip(out.dyn_pos, out.dynamic):
         leaves[i] = x
-    if sources:
-        put_back(leaves, sources)
-    return treedef.unflatten(leaves)
+    if out.sources:
+        put_back(leaves, out.sources)
+    return out.treedef.unflatten(leaves)
 
 
 def _flatten_mixed(m: Mixed) -> tuple:
     return m.dynamic, (m.treedef, m.template, m.dyn_pos, m.sources)
 
 
-jtu.register_pytree_node(Mixed, _flatten_mixed, _rebuild)
+def _unflatten_mixed(spec: tuple, dynamic: Any) -> Mixed:
+    return Mixed(dynamic, *spec)
+
+
+jtu.register_pytree_node(Mixed, _flatten_mixed, _unflatten_mixed)
 
 
 def put_back(leaves: list, sources: tuple) -> None:

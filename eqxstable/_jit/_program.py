@@ -7,7 +7,6 @@ with `equinox.filter_jit`.
 """
 
 import functools as ft
-import threading
 import weakref
 from typing import Any
 
@@ -81,6 +80,9 @@ class Program:
         # The signature of every call that compiled, oldest first: what a new miss is compared to
         # (the latest `sizes.entries` of them).
         self.history: list[Signature] = []
+        # The signatures of the misses decided and being traced now, in decision order (see
+        # `_decide`); `clear()` leaves them, as they are still running.
+        self.deciding: list[Signature] = []
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
         self.template = parts.template
         # The entries whose compiled programs can raise while they run: their calls wait.
@@ -148,8 +150,7 @@ class Program:
                 call.miss_decided = True
                 # Decide the miss and run the guards before the user's function is traced, so
                 # that a refused recompilation costs nothing and leaves nothing half-made.
-                explained = self._explain(call, entry)
-                self._check(call, explained[0])
+                explained = self._decide(call, entry)
             # The calling wrapper's own function is traced, not the one this program was made
             # for: wrappers of equivalent functions share the program, and each checks on every
             # call that its function still has the key the program was made for.
@@ -159,11 +160,6 @@ class Program:
             # trace (under `jax.vmap`) may make the entry hold its own by the time it returns.
             call_template = entry.template
             args, kwargs = entry.rebuild(donated, kept)
-            tracing = _tracing()
-            pushed = explained is not None and explained[1] is not None
-            if pushed:
-                assert explained is not None
-                tracing.append((self, explained[1]))
             try:
                 out = fun(*args, **kwargs)
             except BaseException:
@@ -172,16 +168,17 @@ class Program:
                     # A trace that raised still traced: it counts, as for `max_traces` and
                     # `eqx.debug.assert_max_traces`, but it made no program to compare with,
                     # and compiled none.
-                    call.stats.uncompiled += 1
-                    self._count(call, not_compiled(explained[0], 0.0, "raised"))
+                    with call.stats.lock:
+                        self._undecide(call, explained[1])
+                        call.stats.uncompiled += 1
+                        call.record(not_compiled(explained[0], 0.0, "raised"))
+                    if call.notify:
+                        notify(call.wrapper, call.miss)  # pyright: ignore[reportArgumentType]
                 raise
-            finally:
-                if pushed:
-                    tracing.pop()
             token.traced(sig)
             if explained is not None:
                 assert call is not None
-                self._commit(call, entry, *explained)
+                self._commit(call, entry, *explained, decided=True)
             # An output leaf that is one of the inputs' static objects is each call's own.
             return _split_output(out, call_template, template)
 
@@ -213,42 +210,75 @@ class Program:
             call.wrapper._state.rebound,
             getattr(entry, "mutated", None),
             sig,
-            self.history + _pending(self),
+            # The misses decided before this one: recorded, or still being traced (by another
+            # thread, or by this one around this call: a function that calls itself with a
+            # smaller static argument misses inside its own trace, attack 9b-09).
+            self.history + self.deciding,
             unpinned_place(entry.unpinned, sig, call.args, call.kwargs),
         )
         return miss, sig
 
     def _check(self, call: Call, miss: Miss) -> None:
         wrapper = call.wrapper
+        stats = call.stats
         check(
             self.name,
             miss,
-            call.stats.missed,
+            # The misses recorded and those decided in other threads (or around this call, in
+            # its own trace) that are being traced now: each counts from its decision on.
+            stats.missed + stats.deciding,
             wrapper.max_traces,
             wrapper.on_recompile,
         )
 
-    def _commit(self, call: Call, entry: Entry, miss: Miss, sig: Signature | None) -> None:
+    def _decide(self, call: Call, entry: Entry) -> tuple[Miss, Signature | None]:
+        """A traced miss, explained and guarded at once under the wrapper's lock (a hit takes
+        none): two threads that miss together are counted one after the other, so `max_traces`
+        and `on_recompile` hold, and each is explained against the misses decided before it,
+        recorded or still being traced (attack 11b-01). Until it is recorded (`_commit`) or its
+        trace raised, it counts in `stats.deciding` and its signature is in `self.deciding`."""
+        stats = call.stats
+        with stats.lock:
+            miss, sig = self._explain(call, entry)
+            self._check(call, miss)
+            stats.deciding += 1
+            if sig is not None:
+                self.deciding.append(sig)
+        return miss, sig
+
+    def _undecide(self, call: Call, sig: Signature | None) -> None:
+        # Under `call.stats.lock`, in the same hold that records the miss: no decision sees the
+        # miss counted neither as deciding nor as recorded.
+        call.stats.deciding -= 1
         if sig is not None:
-            self.history.append(sig)
-            if len(self.history) > sizes.entries:
-                del self.history[: len(self.history) - sizes.entries]
+            for i, other in enumerate(self.deciding):
+                if other is sig:
+                    del self.deciding[i]
+                    break
+
+    def _commit(
+        self, call: Call, entry: Entry, miss: Miss, sig: Signature | None, decided: bool = False
+    ) -> None:
+        with call.stats.lock:
+            if sig is not None:
+                self.history.append(sig)
+                if len(self.history) > sizes.entries:
+                    del self.history[: len(self.history) - sizes.entries]
+            if decided:
+                self._undecide(call, sig)
+            call.record(miss)
         self.cache.compiled(entry)
         if _abstract(call):
             self.traced_abstract.add(entry)
         else:
             self.traced_abstract.discard(entry)
-        self._count(call, miss)
+        if call.notify:
+            notify(call.wrapper, miss)
         entry.mutated = None
         entry.unpinned = None
         # What the function changed while it was traced (a `nonlocal` trace counter, say) is
         # part of this program, not a change after it: look again from here on.
         self.cache.rekey(entry)
-
-    def _count(self, call: Call, miss: Miss) -> None:
-        call.record(miss)
-        if call.notify:
-            notify(call.wrapper, miss)
 
     def untraced_miss(self, call: Call) -> None:
         """A compilation without a trace (a new input sharding, or a program `.lower()`ed before
@@ -264,9 +294,10 @@ class Program:
             self.traced_abstract.discard(call.entry)
             call.stats.late += 1
             return
-        miss, sig = self._explain(call, call.entry)
-        self._check(call, miss)
-        self._commit(call, call.entry, miss, sig)
+        with call.stats.lock:
+            miss, sig = self._explain(call, call.entry)
+            self._check(call, miss)
+            self._commit(call, call.entry, miss, sig)
 
 
 def unpinned_place(
@@ -294,26 +325,6 @@ def unpinned_place(
     else:
         path = None
     return path, old, new
-
-
-# The signatures of the misses of this thread being traced now, innermost last, with their
-# programs: a call of a wrapper inside its own trace (a function that calls itself with a
-# smaller static argument) misses before the outer miss is committed to `history`, and is
-# explained against the outer call, not as a first call (attack 9b-09).
-_local = threading.local()
-
-
-def _tracing() -> list:
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
-
-
-def _pending(program: "Program") -> list[Signature]:
-    """The signatures of `program`'s misses that this thread is tracing, outermost first."""
-    stack = getattr(_local, "stack", None)
-    return [sig for p, sig in stack if p is program] if stack else []
 
 
 # Every program alive, whether kept by key or not, for `es.clear_caches()` (`_sharing.py`).

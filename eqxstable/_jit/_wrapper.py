@@ -17,6 +17,7 @@ from ._accounting import CacheInfo, Call, current, live_wrappers, Miss, settle
 from ._deleted import deleted_error
 from ._lowered import Lowered, lowered_miss
 from ._lru import sizes
+from ._outputs import Mixed, rebuilt
 from ._program import Program
 from ._reuse import detached, detached_token, slow_call, traced_program
 from ._runtime_error import equinox_error
@@ -177,6 +178,10 @@ class _JitWrapper(Generic[_P, _T]):
                     out = token.jitted(donated, kept, self._dynamic, token)
                 except Detach as refused:
                     out = detached(program, call, entry, donated, kept, self._dynamic, refused)
+            if type(out) is Mixed:
+                # An output with non-array leaves, rebuilt here rather than inside JAX's
+                # unflattening, which keeps JAX's hits on its C++ fast path (`_outputs.py`).
+                out = rebuilt(out)
             if call.committed or call.loaded is not None:
                 settle(call)
             if call.committed and token is not None:
