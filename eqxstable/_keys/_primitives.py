@@ -6,8 +6,16 @@ rules live in module-level dicts of JAX's, keyed by the primitive. They are libr
 program extends at run time, as the pytree registry is (`_registries.py`): a program that binds
 a user's primitive, traced and compiled before its lowering was registered again, must not be
 served afterwards. So a primitive is keyed as the library object it is (itself and its
-attributes, watched) *and* by the identity of each entry the tables hold for it, watched by `is`:
-a re-registration is a new key of the same object (a miss of kind "mutated").
+attributes, watched) *and* by each entry the tables hold for it, which entries are watched by
+`is` (a re-registration is a new key of the same object: a miss of kind "mutated").
+
+Each entry is keyed through the dispatcher as what it computes, as any function a trace reaches
+is: a user's rule by its code, the globals it reads, its cells and defaults (watched), so that a
+lowering, JVP or batching rule reading a global that changed is a new key of the same primitive
+(and, through `_jit/_fingerprint.py`, a new program), never the old one; a JAX helper wrapping
+the user's rule (`mlir.lower_fun`'s closure, `ad.defjvp`'s partial, a platform's rule) by its
+code and what it holds, followed into that rule; JAX's own rules as library code (code, cells
+and defaults, never globals: constant), which the memo across calls keeps.
 
 The tables are JAX internals. They are reached here through one list (`_TABLES`); where JAX
 moves a required one (`_REQUIRED`), `rule_tables()` is `None` and a primitive reached by a reader
@@ -19,10 +27,10 @@ new table JAX adds beside these.
 import importlib
 from typing import Any
 
-from ._context import Ctx, Handler
+from ._context import Ctx, Handler, key
 from ._jaxpr import PRIMITIVE
 from ._state import unreadable
-from ._types import Identity, MutableKey
+from ._types import Identity, MutableKey, Namespace
 
 
 # (module, name, nested): a table of primitive -> rule, or (`nested`) of platform -> such a table.
@@ -60,6 +68,7 @@ _REQUIRED = frozenset(
 # Re-exported for the jit layer's fingerprint, which keys a primitive with its rules too.
 __all__ = ["PRIMITIVE", "rule_entries", "rule_tables", "with_rules"]
 _ABSENT = object()
+_NO_RULE = ("no-rule",)
 _found: "tuple[tuple[dict, bool], ...] | None | bool" = False
 
 
@@ -84,8 +93,9 @@ def rule_tables() -> "tuple[tuple[dict, bool], ...] | None":
 
 
 def rule_entries(p: Any) -> tuple:
-    """What JAX's tables hold for `p` now, each entry as the object itself (compared by `is`):
-    a platform's table by its name and its entry, so that a platform added is seen too."""
+    """What JAX's tables hold for `p` now, each entry as the object itself (compared by `is`,
+    so flat: no tuple made afresh): a platform's table by its name and its entry, so that a
+    platform added is seen too."""
     tables = rule_tables() or ()
     entries: list = []
     for table, nested in tables:
@@ -100,22 +110,64 @@ def rule_entries(p: Any) -> tuple:
     return tuple(entries)
 
 
+def _rule(entry: Any, ctx: Ctx) -> Any:
+    """An entry of `rule_entries`: an absent rule as a marker, a platform's name as itself, and
+    a rule as what it computes (`key`: a function by its code, globals, cells and defaults, a
+    partial by its function and arguments, a callable object by what it holds), watched."""
+    if entry is _ABSENT:
+        return _NO_RULE
+    if type(entry) is str:
+        return entry
+    return key(entry, ctx, False)
+
+
+# The primitives whose rules are being keyed now, by walk: `(id(walk), id(primitive))`.
+_keying: set[tuple[int, int]] = set()
+
+
 def with_rules(handler: Handler) -> Handler:
     """`K-primitive`: the handler `handler` (what the primitive's class is keyed by: itself and
-    its attributes, `K-library-object`, or its own `==`), with the identity of each rule JAX's
-    tables hold for it, watched (a rule registered again is a new key)."""
+    its attributes, `K-library-object`, or its own `==`), with each rule JAX's tables hold for
+    it keyed as what it computes (`_rule`), and the entries watched by `is` (a rule registered
+    again is a new key)."""
 
     def primitive(p: Any, ctx: Ctx, content_ok: bool) -> Any:
         if rule_tables() is None:
             # JAX moved its tables: they cannot be read, so a reader is never shared.
             return unreadable(p, ctx)
         parts = handler(p, ctx, content_ok)
-        entries = rule_entries(p)
-        ctx.states.append((p, rule_entries, entries))
-        rules = ("rules", tuple([Identity(e) for e in entries]))
+        names_itself = _names(parts, p)
+        token = (id(ctx.stack), id(p))
+        if names_itself and token in _keying:
+            # Met again inside its own rules (`ad.defjvp`'s partial holds the primitive, a JVP
+            # rule binds it): this very object, whose rules the key holds where they are being
+            # keyed, above. Two equal keys name the same object at both places (by identity),
+            # so its rules are in both, once; keying them again at every meeting is a walk
+            # (and a watch) as long again for each primitive a rule reaches.
+            rules: Any = _ABOVE
+        else:
+            entries = rule_entries(p)
+            ctx.states.append((p, rule_entries, entries))
+            if names_itself:
+                _keying.add(token)
+            try:
+                rules = ("rules", tuple([_rule(e, ctx) for e in entries]))
+            finally:
+                _keying.discard(token)
         if type(parts) is MutableKey:
             # Still a key naming this very primitive: a jaxpr holding it stays substitutable.
             return MutableKey(parts.identity, (parts.contents, rules))
         return (parts, rules)
 
     return primitive
+
+
+_ABOVE = ("rules", "keyed above")
+
+
+def _names(parts: Any, p: Any) -> bool:
+    """Whether `parts` names `p` itself by identity (a library's constant, `Namespace`, or an
+    object keyed with what it holds, `MutableKey`), rather than by its own `==`."""
+    if type(parts) is Namespace:
+        return parts == Namespace(p)
+    return type(parts) is MutableKey and parts.identity == Identity(p)
