@@ -37,7 +37,7 @@ import numpy as np
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 from .._keys._per_class import PerClass, type_ids
-from .._keys._primitives import PRIMITIVE, rule_tables
+from .._keys._primitives import library_primitive, PRIMITIVE, rule_tables
 from ._config import compile_only, untraced
 
 
@@ -182,11 +182,15 @@ def _primitive_key(p: Any) -> Hashable:
     # as what it computes, a user's rule by its code and the globals, cells and defaults it
     # reads. A jaxpr binding a primitive whose lowering was registered again, or whose lowering
     # reads a global that changed since, is another program, never the one compiled with the
-    # old rule. The memo across calls keeps the key of each primitive (JAX's own rules are
-    # library code, keyed once) while its watch holds. Where JAX moved the tables, equal to
-    # nothing.
+    # old rule. The memo across calls keeps the key of each primitive while its watch holds.
+    # Where JAX moved the tables, equal to nothing.
     if rule_tables() is None:
         return ("rules unknown", _Same(object()))
+    library = library_primitive(p)
+    if library is not None:
+        # JAX's own, with JAX's own rules (library code, constant): each by identity, no walk.
+        names, held = library
+        return (_Same(p), names, tuple(map(_Same, held)))
     return (_Same(p), stable_key(p))
 
 
