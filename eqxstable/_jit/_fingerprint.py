@@ -37,7 +37,7 @@ import numpy as np
 from .._keys import stable_key
 from .._keys._jaxpr import jaxpr_key
 from .._keys._per_class import PerClass, type_ids
-from .._keys._primitives import PRIMITIVE, rule_entries, rule_tables
+from .._keys._primitives import library_primitive, PRIMITIVE, rule_tables
 from ._config import compile_only, untraced
 
 
@@ -177,12 +177,38 @@ def key_of(x: Any) -> Hashable:
 
 
 def _primitive_key(p: Any) -> Hashable:
-    # A primitive by identity, and each rule JAX's tables hold for it now (its lowering, JVP,
-    # transpose...: `_keys._primitives`): a jaxpr binding a primitive whose lowering was
-    # registered again is another program. Where JAX moved the tables, equal to nothing.
+    # A primitive by identity, and by its `stable_key` (`K-primitive`): its attributes and each
+    # rule JAX's tables hold for it now (its lowering, JVP, batching rule, transpose...) keyed
+    # as what it computes, a user's rule by its code and the globals, cells and defaults it
+    # reads. A jaxpr binding a primitive whose lowering was registered again, or whose lowering
+    # reads a global that changed since, is another program, never the one compiled with the
+    # old rule. The memo across calls keeps the key of each primitive while its watch holds.
+    # Where JAX moved the tables, equal to nothing.
     if rule_tables() is None:
         return ("rules unknown", _Same(object()))
-    return (_Same(p), tuple(map(_Same, rule_entries(p))))
+    library = library_primitive(p)
+    if library is not None:
+        # JAX's own, with JAX's own rules (library code, constant): each by identity, no walk.
+        names, held = library
+        return (_Same(p), names, tuple(map(_Same, held)))
+    return (_Same(p), stable_key(p))
+
+
+def _each_primitive_once() -> Callable[[Any], Hashable]:
+    """`param_key` for one jaxpr, keying each primitive once however many equations bind it
+    (its key checks the watch of every rule it holds: 54 equations bind 14 primitives in a
+    small MLP's gradient)."""
+    primitives: dict[int, tuple[Any, Hashable]] = {}
+
+    def key(x: Any) -> Hashable:
+        if isinstance(x, PRIMITIVE):
+            known = primitives.get(id(x))
+            if known is None:
+                known = primitives[id(x)] = (x, _primitive_key(x))
+            return known[1]
+        return param_key(x)
+
+    return key
 
 
 def param_key(x: Any) -> Hashable:
@@ -324,7 +350,7 @@ def fingerprint(
     if not AVAILABLE:
         return None
     try:
-        jaxpr = jaxpr_key(closed, param_key, TRACE_ONLY, {})
+        jaxpr = jaxpr_key(closed, _each_primitive_once(), TRACE_ONLY, {})
         if jaxpr is None:
             return None
         inputs = tuple(map(input_key, (*donated, *kept, *dyn)))
