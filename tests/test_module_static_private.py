@@ -145,3 +145,12 @@ def test_plain_arrays_are_still_one_canonical_form():
     assert a.__dict__["arr"] is b.__dict__["arr"]
     t = (np.arange(3.0), "k")
     assert es.intern((np.arange(3.0), "k")) is es.intern(t)
+
+
+@TABLES
+def test_a_shared_static_array_cannot_be_made_writable_again(build):
+    # The read-only copy two modules share: making it writable would change both.
+    m1, m2 = build(np.arange(3.0)), build(np.arange(3.0))
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        m1.arr.flags.writeable = True
+    assert not m2.arr.flags.writeable and m2.arr[0] == 0.0

@@ -51,8 +51,10 @@ def canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
         # program may assign later (`a.dtype.names = ("b", "a")`), and with them this value.
         copy = copy.view(private_dtype(copy.dtype))
     copy.flags.writeable = False
-    if canonical:
-        copy = copy.view(CanonicalArray)
+    # A view of that read-only copy, which nothing else holds: NumPy lets the owner of its memory
+    # be made writable again (`flags.writeable = True`), which would change the value of every
+    # module sharing it; a view of a read-only base cannot be.
+    copy = copy.view(CanonicalArray) if canonical else copy.view()
     if copy.dtype.hasobject or mutable:
         # Not shared with another value either: whoever reads this one back may rename its
         # fields, which would rename them for every module holding it (a structured static
