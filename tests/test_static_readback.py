@@ -60,7 +60,8 @@ PATHS = pytest.mark.parametrize("read", [stable, plain], ids=["StableModule", "s
 
 def shape(x: Any, loose: bool = False) -> Any:
     """Everything about `x` that code can see, its containers by the kind they are. `loose`:
-    a plain `frozenset` in any order (Python's own copies of one can iterate differently)."""
+    a set or `frozenset` in any order (Python's own copies of one can iterate differently: a
+    copy lays the items out afresh)."""
     if isinstance(x, float):
         return ("float", type(x).__name__, struct.pack("<d", x))
     if isinstance(x, np.ndarray):
@@ -73,7 +74,7 @@ def shape(x: Any, loose: bool = False) -> Any:
                 items = [(shape(k, loose), shape(v, loose)) for k, v in x.items()]
             else:
                 items = [shape(v, loose) for v in x]
-                if loose and type(x) is frozenset:
+                if loose and kind in (set, frozenset):
                     items.sort(key=repr)
             ours = type(x) is kind or type(x).__module__.startswith("eqxstable")
             name = kind.__name__ if ours else type(x)
@@ -175,11 +176,28 @@ def compare(original: Any, read: Any, exact_aliases: bool) -> None:
         lambda: jax.tree.unflatten(jax.tree.structure(original), jax.tree.leaves(read))
     )
     assert rebuilt == outcome(lambda: jax.tree.map(lambda x: x, original))
+    # A copy is the user's (attack11a finding 10): a plain, changeable object of the kind
+    # assigned, as the original's copy is, iterating as that does. A pickle of a plain module's
+    # canonical form stays canonical (pickle cannot tell it from a module's pickle).
     pickled = pickle.loads(pickle.dumps(read))
-    for clone in (copy.copy(read), copy.deepcopy(read), pickled):
-        assert shape(clone, loose=True) == shape(read, loose=True)
-        if key_of(read) is not None and not (clone is pickled and _holds_nan(original)):
-            assert clone is read  # A canonical form stays the one of its class.
+    mine = (copy.copy(original), copy.deepcopy(original))
+    changeable = type(original) in (list, dict, set, np.ndarray)
+    for clone, reference in zip((copy.copy(read), copy.deepcopy(read)), mine):
+        assert shape(clone, loose=True) == shape(reference, loose=True)
+        if changeable:  # (An immutable one's copy may be the object itself, as the original's.)
+            assert type(clone) is type(reference)
+        if isinstance(original, np.ndarray):
+            assert clone.flags.writeable
+    if key_of(read) is None:
+        reference = pickle.loads(pickle.dumps(original))
+        assert shape(pickled, loose=True) == shape(reference, loose=True)
+        if changeable and type(original) is not set:
+            # (A set's pickle keeps its order, read-only: a module's pickle must.)
+            assert type(pickled) is type(reference)
+    else:
+        assert shape(pickled, loose=True) == shape(read, loose=True)
+        if not _holds_nan(original):
+            assert pickled is read  # A canonical form stays the one of its class.
 
 
 def _holds_nan(x: Any) -> bool:

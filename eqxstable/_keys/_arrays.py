@@ -34,6 +34,11 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
         return object_array(obj, ctx, content_ok)
     if content_ok:
         ctx.copied_arrays = True
+        if obj.dtype.names is not None:
+            # A structured dtype's field names can be assigned in place (`a.dtype.names =
+            # ("b", "a")`), on the dtype object the copy `intern` hands out shares with the
+            # array it was made from, or on that copy by whoever holds it: never substituted.
+            ctx.own_eq = True
         return (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True

@@ -31,6 +31,11 @@ def decimal_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     NaN, sNaN and infinities by their marker), and the settings of the thread's decimal context,
     watched: arithmetic on it in a trace reads them (`getcontext().prec = 2` rounds `1/3`)."""
     ctx.states.append((decimal, decimal_context, decimal_context(decimal)))
+    if obj.is_nan():
+        # A NaN (quiet or signalling, any payload) is unequal to itself, as a float's: never
+        # substituted (`_values._no_nan_substitute`). Asked by `is_nan`, not `==`, which
+        # signals on an sNaN (it raises, or sets the flag in the user's context).
+        ctx.own_eq = True
     return (type(obj), obj.as_tuple(), decimal_context(decimal))
 
 

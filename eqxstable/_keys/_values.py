@@ -40,29 +40,43 @@ def value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def float_(obj: float, ctx: Ctx, content_ok: bool) -> Any:
     # Bits, not `==`: `0.0` and `-0.0` differ, and a NaN equals a NaN with the same bits.
-    _no_nan_substitute(obj, ctx)
+    # A NaN is never substituted (`_no_nan_substitute`; inline: a float's `!=` cannot raise).
+    if obj != obj:
+        ctx.own_eq = True
     return (float, _pack_double(obj))
 
 
 def _no_nan_substitute(obj: Any, ctx: Ctx) -> None:
-    # A NaN is unequal to every other NaN object (a container compares its items by `is`
-    # first): `intern` handing out another NaN object, or a container of one, would change what
-    # `==` answers against the user's own (`[nan_a] == [nan_b]` is False). Keyed by its bits,
-    # never substituted.
-    if obj != obj:
+    # A value unequal to itself (a NaN, NaT, an `ml_dtypes` NaN: unequal to every other such
+    # object, and a container compares its items by `is` first), or one whose `==` raises, is
+    # never substituted: `intern` handing out another such object, or a container of one, would
+    # change what `==` answers against the user's own (`[nan_a] == [nan_b]` is False). Keyed by
+    # its bits still (a program is shared), only never handed out for another.
+    if not self_equal(obj):
         ctx.own_eq = True
 
 
+def self_equal(obj: Any) -> bool:
+    """Whether `obj == obj` is true (a NumPy boolean counts): false for any NaN or NaT, and for
+    a value whose `==` raises or answers something that is not a boolean."""
+    try:
+        same = obj == obj
+        return same is True or (type(same) is np.bool_ and bool(same))
+    except Exception:
+        return False
+
+
 def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
-    _no_nan_substitute(obj, ctx)
+    if obj != obj:
+        ctx.own_eq = True  # As `float_`.
     return (complex, _pack_double(obj.real), _pack_double(obj.imag))
 
 
 def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
     t = type(obj)
-    if obj.dtype.kind in "fcmM":
-        # NaN and NaT are unequal to themselves, as a float's NaN (`float_`).
-        _no_nan_substitute(obj, ctx)
+    # Whatever its dtype's kind: NaN and NaT, and the NaNs of dtypes NumPy does not make
+    # (`ml_dtypes.bfloat16`, `float8_*`: kind "V"), are unequal to themselves (`float_`).
+    _no_nan_substitute(obj, ctx)
     if library_class(t):
         return (t, dtype_key(obj.dtype), obj.tobytes())
     # A user's subclass: its methods run in the trace, its attributes are read. Its value as

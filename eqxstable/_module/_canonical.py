@@ -80,6 +80,19 @@ def _canonical_ne(base_ne: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     return __ne__
 
 
+def _copy_within(copy_plain: Callable[[Any, dict], Any]) -> Callable[[Any, dict], Any]:
+    def __deepcopy__(self: Any, memo: dict) -> Any:
+        # A deep copy of the value itself (`copy.deepcopy(m.widths)`: the memo is still empty)
+        # is the user's, a plain one as a copy of the list assigned is; within a larger copy (a
+        # module's, whose field must stay hashable) it stays this canonical form. (`pickle`
+        # cannot tell the two apart: it keeps the canonical form; `list(x)` is a plain copy.)
+        if memo and key_of(self) is not None:
+            return self
+        return copy_plain(self, memo)
+
+    return __deepcopy__
+
+
 def _kind_name(cls: type) -> str:
     for base in cls.__mro__:
         if base.__module__ == "builtins":
@@ -102,6 +115,8 @@ class CanonicalList(Canonical, ReadOnlyList):
     __eq__ = _canonical_eq(list.__eq__)
     __ne__ = _canonical_ne(list.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    # Copies as `ReadOnlyList`'s: plain (`copy.copy` never copies a module's fields).
+    __deepcopy__ = _copy_within(ReadOnlyList.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore_canonical, (list, list(self)))
@@ -112,6 +127,8 @@ class CanonicalDict(Canonical, ReadOnlyDict):
     __eq__ = _canonical_eq(dict.__eq__)
     __ne__ = _canonical_ne(dict.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    # Copies as `ReadOnlyDict`'s: plain (`copy.copy` never copies a module's fields).
+    __deepcopy__ = _copy_within(ReadOnlyDict.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore_canonical, (dict, dict(self)))
@@ -122,6 +139,8 @@ class CanonicalSet(Canonical, ReadOnlySet):
     __eq__ = _canonical_eq(set.__eq__)
     __ne__ = _canonical_ne(set.__ne__)
     __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    # Copies as `ReadOnlySet`'s: plain (`copy.copy` never copies a module's fields).
+    __deepcopy__ = _copy_within(ReadOnlySet.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore_canonical, (set, self._order))
@@ -184,10 +203,10 @@ class CanonicalArray(Canonical, np.ndarray):
         return repr(self.view(np.ndarray))
 
     def __copy__(self) -> Any:
-        return self if self._key is not None else self.view(np.ndarray).copy()
+        # The user's, writable, as a copy of the array assigned is (see `_copy_within`).
+        return self.view(np.ndarray).copy()
 
-    def __deepcopy__(self, memo: Any) -> Any:
-        return self if self._key is not None else self.view(np.ndarray).copy()
+    __deepcopy__ = _copy_within(lambda self, memo: self.view(np.ndarray).copy())  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore_canonical, (np.ndarray, self.view(np.ndarray)))

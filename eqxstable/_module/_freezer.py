@@ -21,7 +21,7 @@ import numpy as np
 
 from .._keys import too_many_objects
 from .._keys._per_class import type_ids, TypeTable
-from ._arrays import array_key, canonical_array
+from ._arrays import array_key, canonical_array, mutable_dtype, private_dtype
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -138,7 +138,7 @@ class Freezer:
         kind = _KINDS.get(id(t))
         if kind is None:
             if isinstance(obj, np.generic):
-                return self._scalar(obj)
+                return self._scalar(obj, path)
             if issubclass(t, tuple) and hasattr(obj, "_make") and not hasattr(obj, "__dict__"):
                 # A NamedTuple (a subclass that can hold instance attributes is a leaf: `leaf`
                 # keys those too, where `_make` would drop them).
@@ -233,18 +233,26 @@ class Freezer:
             return obj if same and type(obj) is frozenset else plain
         return OrderedFrozenSet._make(items)
 
-    def _scalar(self, obj: Any) -> Any:
+    def _scalar(self, obj: Any, path: Any) -> Any:
         # Immutable: read back as it is (in a plain module, as an instance of a subclass of its
         # type that compares type-exactly), keyed by its exact type and bytes.
         self.has_array = True
-        if isinstance(obj, np.void) and obj.flags.writeable:
-            # Not immutable: a structured scalar is a view into the array it came from, which
-            # the user can change (`v["a"] = 0.0`), under a key made of its old bytes. As a NumPy
-            # array, it is read back as a read-only copy.
-            # (`np.array(v, copy=True)` of such a scalar still shares its array's memory.)
-            copy = np.array(obj).copy()
-            copy.flags.writeable = False
-            obj = copy[()]
+        if isinstance(obj, np.void):
+            if obj.flags.writeable or mutable_dtype(obj.dtype):
+                # Not immutable: a structured scalar is a view into the array it came from,
+                # which the user can change (`v["a"] = 0.0`), under a key made of its old bytes,
+                # and it shares that array's dtype, whose field names can be assigned
+                # (`a.dtype.names = ("b", "a")`). As a NumPy array, it is read back as a
+                # read-only copy with a dtype of its own.
+                # (`np.array(v, copy=True)` of such a scalar still shares its array's memory.)
+                copy = np.array(obj).copy().view(private_dtype(obj.dtype))
+                copy.flags.writeable = False
+                obj = copy[()]
+        elif not leaf_key(obj).substitutable:
+            # What `intern` may not hand out for another (`K-numpy-scalar`): a NaN or NaT, unequal
+            # to every other NaN object, or a user's subclass holding attributes. The module's
+            # own object, as any such leaf (`_leaf`): never one made for another module.
+            return self._leaf(obj, path)
         t = getattr(type(obj), "_base", type(obj))
         if obj.dtype.hasobject:
             self.parts.append((t, id(obj)))
@@ -282,7 +290,9 @@ class Freezer:
         key = leaf_key(x)
         if self.delegate and not key.substitutable:
             # Kept as it is (its owner's object), compared by its own `==` or its key.
-            own = own_eq_class(type(x))
+            # A NumPy scalar (a NaN, a user's subclass holding attributes) by its key: NumPy's
+            # `==` compares values only, across types and whatever the attributes say.
+            own = own_eq_class(type(x)) and not isinstance(x, np.generic)
             try:
                 hash(Delegate(x, own))
             except Exception:

@@ -24,6 +24,7 @@ the items inside a plain module's canonical forms (`_canonical.py`), which subcl
 """
 
 from collections.abc import Callable, Iterable
+from copy import deepcopy
 from typing import Any, NoReturn
 
 
@@ -49,14 +50,30 @@ def _forbid(cls: type, base: type, names: Iterable[str]) -> None:
 
 
 def _restore(kind: type, value: Any) -> Any:
-    # Copies and unpickling of a read-back form: the same read-only form. (A module's copy gets
-    # the canonical `Static` back through `Static.__reduce__`; an object that the copied value
-    # held twice is one object in the copy too, by the copy's memo.)
+    # Unpickling a read-back form (a set; a list or dict pickled before their copies became
+    # plain, see `ReadOnlyList`): the same read-only form. (A module's copy gets the canonical
+    # `Static` back through `Static.__reduce__`.)
     if kind is list:
         return ReadOnlyList(value)
     if kind is dict:
         return ReadOnlyDict(value)
     return ordered(kind, value)
+
+
+def _deep_list(obj: list, memo: dict) -> list:
+    # A plain deep copy, its items copied through the same memo (`x = [x]` copies as itself).
+    out: list = []
+    memo[id(obj)] = out
+    out.extend(deepcopy(x, memo) for x in list.__iter__(obj))
+    return out
+
+
+def _deep_dict(obj: dict, memo: dict) -> dict:
+    out: dict = {}
+    memo[id(obj)] = out
+    for k, v in dict.items(obj):
+        out[deepcopy(k, memo)] = deepcopy(v, memo)
+    return out
 
 
 def ordered(kind: type, value: Any) -> Any:
@@ -75,8 +92,16 @@ class ReadOnlyList(list):
 
     __slots__ = ()
 
-    def __reduce__(self):
-        return (_restore, (list, list(self)))
+    # A copy is the user's (the error says "change a copy instead"): a plain `list`, as a copy
+    # of the list assigned is; so are pickles, and `list(x)`. (A module's copy freezes it again.)
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return _deep_list(self, memo)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
 
     def __repr__(self) -> str:
         return list.__repr__(self)
@@ -88,8 +113,14 @@ class ReadOnlyDict(dict):
 
     __slots__ = ()
 
-    def __reduce__(self):
-        return (_restore, (dict, dict(self)))
+    def __copy__(self) -> dict:  # A plain `dict`, as `ReadOnlyList`'s copies.
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return _deep_dict(self, memo)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
 
     def __repr__(self) -> str:
         return dict.__repr__(self)
@@ -118,6 +149,20 @@ class ReadOnlySet(set):
 
     def __iter__(self):
         return iter(self._order)
+
+    # A copy of the value itself is a plain `set`, as `ReadOnlyList`'s copies, laid out as a
+    # copy of the assigned set is: a shallow one from the table (made from that set, `_make`),
+    # a deep one from the items in the order they iterate (as `set.__reduce__` lists them).
+    # Within a larger copy (the memo holds its container: a module's, whose copy must iterate
+    # as the module does, which a plain set laid out afresh may not) and in a pickle (which
+    # cannot tell a module's pickle apart), the read-only form in its order.
+    def __copy__(self) -> set:
+        return set.copy(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        within = bool(memo)  # Before the items' copies fill it.
+        items = [deepcopy(x, memo) for x in self._order]
+        return _restore(set, items) if within else set(items)
 
     def __reduce__(self):
         return (_restore, (set, self._order))
