@@ -52,7 +52,7 @@ The leaf is an array to `eqx.is_array`, so arithmetic over all array leaves (an 
 update of a target network, `optax.incremental_update`, the sum of two models) reaches it.
 **A reduction over all `eqx.is_array` leaves also reaches it, and is not refused**: a global
 norm or a parameter count over `eqx.filter(model, eqx.is_array)` includes the stored words (a
-dynamic `2.0` adds 5 int32 words of size ~1e9 to a norm, and 4 to a count). Reduce over
+dynamic `2.0` adds 5 int32 words of size ~1e9 to a norm, and 5 to a count). Reduce over
 `eqx.is_inexact_array` (the trainable leaves, as `eqx.filter_grad` and optax do) instead. Such
 arithmetic can never silently give a wrong number when the field is read outside a trace: a
 leaf that comes back with another dtype (`0.9 * bits` is a float array) is refused as the node
