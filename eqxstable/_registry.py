@@ -1,7 +1,6 @@
 """The interning registry: one canonical instance per equivalence class, and named callables."""
 
 import difflib
-import operator
 import threading
 import types
 import weakref
@@ -131,15 +130,21 @@ def _hold(key: Key, canonical: Any) -> None:
         _forget_strong(next(iter(_strong)))
 
 
-def _array_bytes(obj: Any, depth: int = 0) -> int:
-    """The bytes of the NumPy arrays `_canonical_copy` put in `obj` (read-only copies, keyed by
-    their bytes), through the same tuples and frozensets."""
+def _array_bytes(obj: Any, depth: int = 0, memo: dict[int, int] | None = None) -> int:
+    """The bytes of the NumPy arrays in `obj`, through the same tuples and frozensets as
+    `_canonical_copy`; each object once (`memo`, by `id`: a tuple met twice on other paths,
+    `t = (t, t)` n deep, is n objects, not 2**n paths)."""
     if type(obj) is np.ndarray:
         return obj.nbytes
     t = type(obj)
     if issubclass(t, (tuple, frozenset)) and depth < MAX_DEPTH:
+        memo = {} if memo is None else memo
+        found = memo.get(id(obj))
+        if found is not None:
+            return 0  # Counted where it was first met.
+        memo[id(obj)] = 0
         items = tuple.__iter__(obj) if issubclass(t, tuple) else frozenset.__iter__(obj)
-        return sum(_array_bytes(x, depth + 1) for x in items)
+        return sum(_array_bytes(x, depth + 1, memo) for x in items)
     return 0
 
 
@@ -150,37 +155,42 @@ def _unchanged(key: Key, canonical: Any) -> bool:
     return _slots_of(canonical) == snapshot
 
 
-def _canonical_copy(obj: Any, depth: int = 0) -> Any:
-    """`obj` itself, except that NumPy arrays keyed by their contents are replaced by read-only
-    copies, so that the canonical instance cannot be changed under its key. Past the keys'
-    depth limit nothing is keyed by contents (a key equal to nothing), so nothing is copied."""
+def _holds_array(obj: Any, depth: int = 0, memo: set[int] | None = None) -> bool:
+    """Whether `obj` holds a NumPy array keyed by its contents, through the tuples and
+    frozensets its key reads by contents (each once: `memo`, by `id`). Past the keys' depth
+    limit nothing is keyed by contents."""
     if type(obj) is np.ndarray:
-        copy = obj.copy()
-        copy.flags.writeable = False
-        return copy
+        return True
     t = type(obj)
     if issubclass(t, (tuple, frozenset)) and depth < MAX_DEPTH:
-        # The items in its C storage, as its key reads them: a subclass's `__iter__` or `_make`
-        # may do something else.
-        items = tuple(tuple.__iter__(obj) if issubclass(t, tuple) else frozenset.__iter__(obj))
-        copies = [_canonical_copy(x, depth + 1) for x in items]
-        if all(map(operator.is_, copies, items)):
-            return obj
-        if t is tuple or t is frozenset:
-            return t(copies)
-        if hasattr(obj, "_make"):
-            return _with_state(obj, tuple.__new__(t, copies))  # pyright: ignore
+        memo = set() if memo is None else memo
+        if id(obj) in memo:
+            return False  # Answered where it was first met.
+        memo.add(id(obj))
+        # The items in its C storage, as its key reads them: a subclass's `__iter__` may do
+        # something else.
+        items = tuple.__iter__(obj) if issubclass(t, tuple) else frozenset.__iter__(obj)
+        return any(_holds_array(x, depth + 1, memo) for x in items)
+    return False
+
+
+def _canonical_copy(obj: Any) -> Any:
+    """What `intern` hands out for `obj`, which nothing else holds equal: `obj` itself; for a
+    NumPy array keyed by its contents, a read-only view of its own over an immutable copy
+    (`_module._arrays`); `None` for a tuple or frozenset holding such an array, which is never
+    substituted: Python compares a container's items by `is` first, so another container
+    holding a copy of the user's array is not `==` to the user's (a 2-element array raises, a
+    NaN one is unequal), and one shared object holding an array would let one caller's
+    `a.shape = ...` change every other caller's."""
+    if type(obj) is np.ndarray:
+        if obj.dtype.hasobject:
+            return None
+        from ._module._arrays import canonical_array, own_view
+
+        return own_view(canonical_array(obj, False))
+    if _holds_array(obj):
+        return None
     return obj
-
-
-def _with_state(obj: Any, copy: Any) -> Any:
-    """`copy` given the instance `__dict__` of `obj`, which `_make` does not carry: a NamedTuple
-    subclass may have one (`q.scale = 2.0`), and its methods read it. (A tuple subclass cannot
-    declare slots.) Each attribute is set as the object itself: it is keyed as what it is."""
-    attrs = getattr(obj, "__dict__", None)
-    if attrs:
-        copy.__dict__.update(attrs)
-    return copy
 
 
 def intern(obj: _T) -> _T:
@@ -189,7 +199,8 @@ def intern(obj: _T) -> _T:
     The first member seen becomes canonical; later equivalent objects return that same instance,
     so that `intern(a) is intern(b)` exactly when `a` and `b` are equivalent (see
     [`eqxstable.stable_key`][]). An object that cannot be proven equivalent to anything else is
-    returned unchanged. A NumPy array is returned as a read-only copy.
+    returned unchanged. A NumPy array is returned as a read-only view (one per call) of a copy
+    that cannot change; a tuple or frozenset holding one is returned unchanged.
 
     **Arguments:**
 
@@ -224,6 +235,12 @@ def intern(obj: _T) -> _T:
             # lists of its own, a library value not on the allowlist): equal, but not the same.
             return obj
         canonical = _canonical_copy(obj)
+        if canonical is None:
+            return obj
+        if canonical is not obj and type(obj) is np.ndarray:
+            # A view of its own for each caller, over one shared immutable copy: nothing to
+            # store (the copy is shared by `_module._arrays`).
+            return canonical
         try:
             _weak[key] = weakref.ref(canonical, lambda r, key=key: _drop(key, r))
             slots = _slots_of(canonical)

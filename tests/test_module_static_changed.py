@@ -244,7 +244,12 @@ def test_a_numpy_value_is_copied_by_a_stable_module(make, change, read):
             read(box.v)
         # A module over a fresh equal value (maybe the canonical form of the first) is right.
         assert read(Box(make()).v) == before
-    assert traces() == 1
+    # A structured array's field names can be assigned (`dtype.names = ...`), so each module
+    # holds a copy of its own, never shared with another's (attack 11a-11): plain
+    # `equinox.filter_jit` compiles for each rebuilt module, as for an `equinox.Module`.
+    value = make()
+    structured = isinstance(value, np.ndarray) and value.dtype.names is not None
+    assert traces() == (3 if structured else 1)
 
 
 def _stabilized(v: Any) -> Any:
@@ -269,7 +274,10 @@ def test_a_numpy_value_is_copied_by_stabilize(make, change, read):
         assert read(box.v[0]) == before
         assert float(f(box, x)[0]) == before
         assert read(_stabilized(make()).v[0]) == before
-    assert traces() == 1
+    # A structured array is never shared between modules (above): a compile per rebuilt module.
+    value = make()
+    structured = isinstance(value, np.ndarray) and value.dtype.names is not None
+    assert traces() == (3 if structured else 1)
 
 
 class _Big:

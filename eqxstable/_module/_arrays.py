@@ -1,9 +1,19 @@
 """One read-only NumPy array per dtype, shape and bytes: the array a static value holds, in
-either form (a plain `np.ndarray` for a `StableModule`, a `CanonicalArray` for a plain module)."""
+either form (a plain `np.ndarray` for a `StableModule`, a `CanonicalArray` for a plain module).
+
+Equal static values share that array, so nothing may change it: its memory is a `bytes` object
+(NumPy refuses `flags.writeable = True` and `setflags(write=True)` for an array over memory it
+cannot write, and `resize` for one that does not own its memory), and it is handed out to no
+one. A `StableModule`'s code, and a caller of `intern`, get a view of their own
+([`own_view`][]), so that `view.shape = ...`, `view.dtype = ...` or `view.strides = ...`
+(which NumPy allows on a read-only array) change only that holder's view, which its next read
+checks ([`intact`][]); a `CanonicalArray` refuses them itself (`_canonical.py`).
+"""
 
 import copy as _copy
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -50,19 +60,21 @@ def canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
         # A dtype of its own: the copy shares the user's dtype object, whose field names the
         # program may assign later (`a.dtype.names = ("b", "a")`), and with them this value.
         copy = copy.view(private_dtype(copy.dtype))
-    copy.flags.writeable = False
-    # A view of that read-only copy, which nothing else holds: NumPy lets the owner of its memory
-    # be made writable again (`flags.writeable = True`), which would change the value of every
-    # module sharing it; a view of a read-only base cannot be.
-    copy = copy.view(CanonicalArray) if canonical else copy.view()
     if copy.dtype.hasobject or mutable:
-        # Not shared with another value either: whoever reads this one back may rename its
-        # fields, which would rename them for every module holding it (a structured static
-        # array is rare; each module then has its own, as an `equinox.Module` would).
+        # Not shared (an object array is its own class; whoever reads a structured one back may
+        # rename its fields, which would rename them for every module holding it): a copy of
+        # this holder's own, as an `equinox.Module` would hold, read-only through a view (NumPy
+        # lets the owner of its memory be made writable again; a view of a read-only base not).
+        copy.flags.writeable = False
+        copy = copy.view(CanonicalArray) if canonical else copy.view()
         if canonical:
             copy._key = array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
         return copy
     data = copy.tobytes()
+    # Over the immutable `bytes`, never over memory that NumPy may make writeable again.
+    copy = np.ndarray.__new__(
+        CanonicalArray if canonical else np.ndarray, copy.shape, copy.dtype, buffer=data
+    )
     key = (*_array_parts(copy), hash(data), canonical)
     with _lock:
         refs = _arrays.setdefault(key, [])
@@ -84,3 +96,27 @@ def _drop_array(key: tuple) -> None:
             refs[:] = [r for r in refs if r() is not None]
             if not refs:
                 del _arrays[key]
+
+
+def own_view(a: np.ndarray) -> np.ndarray:
+    """A read-only view of the shared array `a` (made by `canonical_array`, not `canonical`) for
+    one holder: its own object over the same `bytes`, so that assigning its `shape`, `dtype` or
+    `strides` changes no other holder's array. An object array, which is not shared, is `a`."""
+    memory = a.base
+    if type(memory) is not bytes:
+        return a
+    return np.ndarray(a.shape, a.dtype, buffer=memory)
+
+
+def intact(view: Any, a: np.ndarray) -> bool:
+    """Whether `view`, handed out by `own_view(a)`, still is the array `a`: the same memory,
+    dtype, shape and strides, read-only (no write can make it writeable: it is over `bytes`)."""
+    if view is a:
+        return True
+    return (
+        type(view) is np.ndarray
+        and view.base is a.base
+        and view.dtype is a.dtype
+        and view.shape == a.shape
+        and view.strides == a.strides
+    )

@@ -215,6 +215,21 @@ class CanonicalArray(Canonical, np.ndarray):
         return self.__reduce__()
 
 
+def _array_attribute(name: str) -> property:
+    # NumPy lets `a.shape = ...`, `a.dtype = ...` and `a.strides = ...` change even a read-only
+    # array in place; a canonical array is shared by every module built from an equal value.
+    getset = getattr(np.ndarray, name)
+
+    def setter(self: np.ndarray, value: Any) -> None:
+        if self._key is not None or not self.flags.writeable:  # pyright: ignore
+            raise ValueError(MSG_READ_ONLY_ARRAY.format(call=f"ndarray.{name} = ..."))
+        getset.__set__(self, value)
+
+    return property(getset.__get__, setter, doc=getset.__doc__)
+
+
+for _name in ("shape", "dtype", "strides"):
+    setattr(CanonicalArray, _name, _array_attribute(_name))
 for _name in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__"):
     setattr(CanonicalArray, _name, _array_read_only(_name))
 for _name in ("__imod__", "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__", "fill"):

@@ -10,10 +10,10 @@ descriptor, as what was assigned:
 
 | assigned            | leaf (what JAX traces)            | outside a trace | in a trace (x64)  |
 |---------------------|-----------------------------------|-----------------|-------------------|
-| `bool`              | `int32[2]`: 0 or 1, checksum      | the `bool`      | weak int32: 0, 1  |
-| `int` (int32 range) | `int32[2]`: the int, checksum     | the `int`       | weak int32 (64)   |
-| `float` (in range)  | `uint32[4]`: f32, f64, checksum   | the `float`     | weak float32 (64) |
-| `complex` (same)    | `uint32[7]`: c64, c128, checksum  | the `complex`   | weak complex64    |
+| `bool`              | `int32[3]`: 0 or 1, seal          | the `bool`      | weak int32: 0, 1  |
+| `int` (int32 range) | `int32[3]`: the int, seal         | the `int`       | weak int32 (64)   |
+| `float` (in range)  | `int32[5]`: f32, f64, seal        | the `float`     | weak float32 (64) |
+| `complex` (same)    | `int32[8]`: c64, c128, seal       | the `complex`   | weak complex64    |
 | a larger `int`      | kept as the Python `int`: static  | the `int`       | the `int`         |
 | a `float` out of range | kept as the Python `float`: static | the `float` | the `float`       |
 | anything else       | kept as it is                     | as it is        | as it is          |
@@ -52,7 +52,7 @@ The leaf is an array to `eqx.is_array`, so arithmetic over all array leaves (an 
 update of a target network, `optax.incremental_update`, the sum of two models) reaches it.
 **A reduction over all `eqx.is_array` leaves also reaches it, and is not refused**: a global
 norm or a parameter count over `eqx.filter(model, eqx.is_array)` includes the stored words (a
-dynamic `2.0` adds 4 uint32 words of size ~1e9 to a norm, and 4 to a count). Reduce over
+dynamic `2.0` adds 5 int32 words of size ~1e9 to a norm, and 5 to a count). Reduce over
 `eqx.is_inexact_array` (the trainable leaves, as `eqx.filter_grad` and optax do) instead. Such
 arithmetic can never silently give a wrong number when the field is read outside a trace: a
 leaf that comes back with another dtype (`0.9 * bits` is a float array) is refused as the node
@@ -60,9 +60,16 @@ is rebuilt, with an error that names the field and the fix (`eqx.is_inexact_arra
 the right dtype whose words no longer match their checksum (integer arithmetic: `3 + 3` is not
 a stored 6) is refused when the field is read. The check runs once per node: the value checked
 is kept on the node (not in the PyTree), so later reads cost an attribute load. Selecting whole
-leaves (`jnp.where`, the maximum of two equal values, a copy, `eqx.tree_at` on other fields)
-keeps the words and their checksum, and reads back the value. A read inside a trace is not
-checked (that would cost every call).
+leaves (`jnp.where` with a scalar condition, the maximum of two equal values, a copy,
+`eqx.tree_at` on other fields) keeps the words and their seal, and reads back the value.
+
+The seal is two words: a checksum `c` of the number's words and its complement `~c`. One of the
+two is negative and the other not, and `~` reverses their order, so elementwise arithmetic that
+picks or clips words by their integer value instead of the number's (`jnp.maximum` or
+`jnp.minimum` of two models, `jnp.where(p > 0, p, 0)`, `p * (p > 0)`, a ReLU, `jnp.abs`) never
+leaves words that hold one number: the maximum of two seals is `c` of one and `~c` of the
+other, and zeroing the negative words breaks the pair. Such a leaf is refused when read. A read
+inside a trace is not checked (that would cost every call).
 
 `eqx.tree_at` names what it replaces by the object its `where` returns, which must be a node of
 the tree: a read made by `where` (found by its frame, see `_read_by_tree_at_where`) gets the
@@ -137,8 +144,8 @@ MSG_ARITHMETIC = (
     "stays as it was."
 )
 
-_DTYPES = {"bool": np.dtype(np.int32), "int": np.dtype(np.int32), "float": np.dtype(np.uint32)}
-_DTYPES["complex"] = _DTYPES["float"]
+# Signed, so that one word of the seal is negative (see the module's docstring).
+_DTYPES = {kind: np.dtype(np.int32) for kind in ("bool", "int", "float", "complex")}
 
 
 def _check_dtype(kind: str, name: str, bits: Any) -> None:
@@ -164,7 +171,21 @@ unpickle_hooks: list[Callable[[], None]] = []
 def _unpickle(kind: str, bits: Any, name: str = "?") -> Hyper:
     for hook in unpickle_hooks:
         hook()
-    return Hyper(kind, bits, name)
+    return Hyper(kind, _resealed(kind, bits), name)
+
+
+def _resealed(kind: str, bits: Any) -> Any:
+    """The leaf of a model pickled before the seal had two words (one checksum word, and
+    `uint32` for a float or complex), in today's layout if its checksum matched; else as it is
+    (refused when read)."""
+    if not isinstance(bits, (np.ndarray, jax.Array)) or bits.shape != (_WORDS[kind] - 1,):
+        return bits
+    words = np.asarray(bits)
+    if words.dtype.itemsize != 4 or words.dtype.kind not in "iu":
+        return bits
+    if int(words[-1:].view(np.uint32)[0]) != _checksum(kind, words[:-1]):
+        return bits
+    return jnp.asarray(_seal(kind, words[:-1]))
 
 
 def encode(value: Any, name: str = "?") -> Any:
@@ -183,9 +204,15 @@ def encode(value: Any, name: str = "?") -> Any:
         words = _words(value, np.complex64, np.complex128)
     else:
         return value
-    checksum = np.array([_checksum(kind, words)], np.uint32).view(words.dtype)
-    sealed = np.concatenate([words, checksum])
-    return Hyper(kind, jnp.asarray(sealed), name, value)
+    return Hyper(kind, jnp.asarray(_seal(kind, words)), name, value)
+
+
+def _seal(kind: str, words: np.ndarray) -> np.ndarray:
+    """`words` (int32, or uint32 of the same bits) followed by the seal: their checksum `c` and
+    `~c` (see the module's docstring)."""
+    c = _checksum(kind, words)
+    seal = np.array([c, c ^ _MASK], np.uint32)
+    return np.concatenate([words.view(np.uint32), seal]).view(np.int32)
 
 
 _FLOAT32 = np.finfo(np.float32)
@@ -237,14 +264,15 @@ def _weak(x: Any, dtype: Any) -> Any:
     return weak_convert(x, dtype)
 
 
-# How many words the leaf of one value has: the number's, then its checksum.
-_WORDS = {"bool": 2, "int": 2, "float": 4, "complex": 7}
+# How many words the leaf of one value has: the number's, then its seal.
+_WORDS = {"bool": 3, "int": 3, "float": 5, "complex": 8}
 
 
 MSG_MIXED = (
     "`{name}` is a dynamic field (`eqxstable.field(dynamic=True)`) holding a Python {kind}, "
     "stored as the words of the number and a checksum, and they no longer agree: arithmetic "
-    "over all array leaves (a sum or mean of models, a scaling) changed the stored words. Apply "
+    "over all array leaves (a sum, mean, maximum or minimum of models, a scaling, a ReLU or "
+    "`jnp.where(p > 0, p, 0)`) changed the stored words. Apply "
     "arithmetic only to trainable leaves: partition with `eqx.is_inexact_array` (as for "
     "`eqx.filter_grad` and optax); the dynamic field then stays as it was."
 )
@@ -253,7 +281,8 @@ MSG_MIXED = (
 def _consistent(kind: str, words: np.ndarray) -> bool:
     """Whether the stored words still hold one number: the checksum matches, and (for a float or
     complex) the single-precision words are the double-precision value rounded."""
-    if int(words[-1:].view(np.uint32)[0]) != _checksum(kind, words[:-1]):
+    seal = words[-2:].view(np.uint32).tolist()
+    if seal[0] != _checksum(kind, words[:-2]) or seal[1] != seal[0] ^ _MASK:
         return False
     if kind in ("bool", "int"):
         return kind == "int" or int(words[0]) in (0, 1)

@@ -27,6 +27,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from ._arrays import intact
 from ._paths import type_name
 from ._plain import MAX_DEPTH
 from ._readonly import ReadOnlyDict, ReadOnlyList
@@ -77,6 +80,8 @@ def hand_out(obj: Any, name: str, static: Any) -> Any:
             kind = anchor.check
             if kind is _LIST:
                 same = len(copy) == len(value) and all(map(_is, copy, value))
+            elif kind is _ARRAY:
+                same = intact(copy, value)
             elif kind is _DICT:
                 same = (
                     len(copy) == len(value)
@@ -109,13 +114,15 @@ def _forget(i: int, ref: weakref.ref) -> None:
         del _handed[i]
 
 
-_WALK, _LIST, _DICT = 0, 1, 2
+_WALK, _LIST, _DICT, _ARRAY = 0, 1, 2, 3
 
 
 def check_kind(value: Any) -> int:
     """How a read checks a copy of `value` (a frozen static value that `_plain.reader` copies),
     decided once: C-fast identity over a flat list or dict, else a walk."""
     t = type(value)
+    if t is np.ndarray:
+        return _ARRAY
     if t is ReadOnlyList and not any(map(_deep, value)):
         return _LIST
     if t is ReadOnlyDict and not any(map(_deep, dict.values(value))):
@@ -124,7 +131,7 @@ def check_kind(value: Any) -> int:
 
 
 def _deep(x: Any) -> bool:
-    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple))
+    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple, np.ndarray))
 
 
 def _raise_if_changed(obj: Any, name: str, value: Any, copy: Any) -> None:
@@ -136,6 +143,8 @@ def _raise_if_changed(obj: Any, name: str, value: Any, copy: Any) -> None:
     where, what = found
     cls = type_name(type(obj))
     kind = "dict" if isinstance(value, dict) else "list" if isinstance(value, list) else "value"
+    if type(value) is np.ndarray:
+        kind = "array"
     raise TypeError(
         MSG_CHANGED.format(
             path=f"{cls}.{name}{where}",
@@ -192,6 +201,11 @@ def _difference(
             if found is not None:
                 return found
         return None
+    if t is np.ndarray:
+        # A view of the module's own (`_arrays.own_view`): its attributes assigned in place.
+        if intact(copy, value):
+            return None
+        return (where, "its `shape`, `dtype` or `strides` were assigned")
     if isinstance(value, tuple) and (t is tuple or hasattr(value, "_make")) and copy is not value:
         if type(copy) is not t or len(copy) != len(value):
             return (where, f"it was replaced by {_repr.repr(copy)}")

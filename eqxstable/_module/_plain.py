@@ -9,14 +9,20 @@ read checks (`_handed.py`), so that a change to it raises rather than being lost
 value itself is never handed out, so nothing the module's code does to what it reads can change
 the value that JAX compares and that other modules share.
 
-A set stays a `ReadOnlySet` (a set is a leaf to JAX either way, and a plain set could iterate in
-another order than the original did), as do arrays and the other read-back forms.
+A NumPy array is handed out as a read-only view of the module's own over the shared array's
+memory (`_arrays.own_view`): NumPy lets `a.shape = ...` and `a.dtype = ...` change even a
+read-only array, and that must change no other module's value. A set stays a `ReadOnlySet` (a set
+is a leaf to JAX either way, and a plain set could iterate in another order than the original
+did), as do the other read-back forms.
 """
 
 import functools as ft
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from ._arrays import own_view
 from ._readonly import ReadOnlyDict, ReadOnlyList
 
 
@@ -40,7 +46,7 @@ def reader(value: Any) -> Callable[[], Any] | None:
 
 
 def _deep(x: Any) -> bool:
-    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple))
+    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple, np.ndarray))
 
 
 def plain(value: Any) -> Any:
@@ -65,6 +71,9 @@ def _walk(value: Any, memo: dict[int, Any], depth: int) -> Any:
                 out = memo[i] = {}
                 out.update({k: _walk(v, memo, depth) for k, v in dict.items(value)})
         return out
+    if t is np.ndarray:
+        # The shared read-only array, as a view of this module's own (`_arrays.own_view`).
+        return own_view(value)
     if isinstance(value, tuple) and (t is tuple or hasattr(value, "_make")):
         items = [_walk(x, memo, depth) for x in value]
         if all(a is b for a, b in zip(items, value)):
