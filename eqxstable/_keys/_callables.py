@@ -23,7 +23,9 @@ from ._state import (
     added_state,
     class_part,
     dict_state,
+    extra_attrs,
     hidden_state,
+    holds_data,
     impure_library,
     slots_of,
     unreadable,
@@ -100,7 +102,16 @@ def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     if parts is None:
         return identity(f, ctx)
     fun, info = parts
-    return ("jit", key(fun, ctx, False), key(info, ctx, False))
+    # Its `__dict__` holds, besides the two parts and what `functools.wraps` copied, whatever
+    # the program stores there (`STEP.scale = 2.0`): keyed and watched as attributes, and never
+    # substituted when it holds data of its own (its twin holds another dict).
+    holds_data(f, ctx, _JIT_PARTS)
+    attrs = extra_attrs(f, ctx, skip=_JIT_PARTS)
+    return ("jit", key(fun, ctx, False), key(info, ctx, False), attrs)
+
+
+# What `jax.jit` stores in its function's `__dict__`: the parts `jit_parts` reads and keys.
+_JIT_PARTS = ("_fun", "_jit_info")
 
 
 def library_hashable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
