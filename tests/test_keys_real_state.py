@@ -15,6 +15,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -310,4 +311,24 @@ def test_a_dict_a_class_body_binds_as_dunder_dict_is_keyed():
 
     assert float(jrun(make(), ONE)[0]) == 2.0
     t.__dict__["scale"] = 3.0
+    assert float(jrun(make(), ONE)[0]) == 3.0
+
+
+class _Tagged(np.ndarray):
+    __dict__ = {}
+
+
+@pytest.mark.counts_traces
+def test_an_ndarray_subclass_attribute_behind_a_bound_dict_is_watched():
+    tagged = np.ones(2).view(_Tagged)
+    tagged.scale = 2.0
+    jrun = es.filter_jit(lambda fn, x: fn(x))
+
+    def make():
+        return lambda x: x * tagged.scale
+
+    f = make()
+    assert float(jrun(f, ONE)[0]) == 2.0
+    tagged.scale = 3.0
+    assert float(jrun(f, ONE)[0]) == 3.0
     assert float(jrun(make(), ONE)[0]) == 3.0
