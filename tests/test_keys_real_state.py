@@ -332,3 +332,30 @@ def test_an_ndarray_subclass_attribute_behind_a_bound_dict_is_watched():
     tagged.scale = 3.0
     assert float(jrun(f, ONE)[0]) == 3.0
     assert float(jrun(make(), ONE)[0]) == 3.0
+
+
+class _Lower:
+    __slots__ = ("x",)
+
+    def read(self):
+        # The base class's own slot, which `getattr(obj, "x")` no longer reaches.
+        return _Lower.__dict__["x"].__get__(self)
+
+
+class _Upper(_Lower):
+    __slots__ = ("x",)  # A second slot of the same name.
+
+
+@pytest.mark.counts_traces
+def test_a_slot_declared_again_below_is_read_through_each_descriptor():
+    obj = _Upper()
+    obj.x = 0.0
+    _Lower.__dict__["x"].__set__(obj, 2.0)
+    jrun = es.filter_jit(lambda fn, x: fn(x))
+
+    def make():
+        return lambda x: x * obj.read()
+
+    assert float(jrun(make(), ONE)[0]) == 2.0
+    _Lower.__dict__["x"].__set__(obj, 3.0)
+    assert float(jrun(make(), ONE)[0]) == 3.0

@@ -151,6 +151,7 @@ _MRO = type.__dict__["__mro__"].__get__
 _NAMESPACE = type.__dict__["__dict__"].__get__
 _DICT_OFFSET = type.__dict__["__dictoffset__"].__get__
 _MEMBER = types.MemberDescriptorType
+_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
 # `PyObject_GenericGetDict`: an object's own `__dict__` slot, read past whatever its class binds
 # to the name (a class body's `__dict__ = {}` takes the place of the descriptor `type` makes).
 # About 1 us a call: only for the classes whose attribute protocol does not read the slot.
@@ -190,7 +191,7 @@ def _layout(cls: type) -> tuple:
             if d is not None:
                 # The first one the lookup meets: `type`'s descriptor for the class that added
                 # the slot (which `type` never lets code rebind or delete), or a stand-in.
-                by_type = type(d) is types.GetSetDescriptorType and d.__objclass__ is c
+                by_type = type(d) in _DESCRIPTORS and d.__objclass__ is c
                 break
     names: list[str] = []
     disagree = False
@@ -230,7 +231,8 @@ def protocol_plain(t: type) -> bool:
     remembered: a class may be given a `__getattribute__` later, and its namespace is watched
     beside the object's state, so whatever relied on the answer is keyed anew then."""
     has_dict, by_type, names, _ = layout(t)
-    if has_dict and not by_type:
+    if has_dict and not by_type or len(set(names)) != len(names):
+        # A slot's name declared again below: `getattr` reads only the lowest one.
         return False
     mro = _MRO(t)
     # A `__getattr__` answers what the lookup does not find: `__dict__` where there is none, a
