@@ -11,9 +11,15 @@ import numpy as np
 from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
 from ._mutable import _items
-from ._state import extra_attrs, object_state, slots_of, unreadable
+from ._state import (
+    extra_attrs,
+    protocol_plain,
+    slot_values,
+    state_of,
+    unreadable,
+)
 from ._types import Identity, MutableKey
-from ._watch import ArrayState, MISSING, same_bytes, size
+from ._watch import ArrayState, same_bytes, size
 
 
 def _c_base(t: type) -> type:
@@ -102,10 +108,12 @@ def ndarray_subclass(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     plain = np.ndarray.view(obj, np.ndarray)
     data = plain.tobytes()
     ctx.identity = True
-    ctx.states.append((obj, object_state, object_state(obj)))
+    # Its attributes and slots read from where `type` stores them (`_state.layout`).
+    readable = protocol_plain(t)
+    ctx.states.append((obj, state_of(readable), state_of(readable)(obj)))
     ctx.blobs.append((obj, ArrayState(plain, data)))
-    slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(t))
-    attrs = extra_attrs(obj, ctx, watched=True)
+    slots = tuple([(n, key(v, ctx, False)) for n, v in slot_values(obj, readable)])
+    attrs = extra_attrs(obj, ctx, watched=True, plain=readable)
     contents = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape, data, attrs, slots)
     return MutableKey(Identity(obj), contents)
 

@@ -16,15 +16,18 @@ from ._classes import own_eq
 from ._context import compound, Ctx, identity, key
 from ._library_mutable import container, opaque
 from ._mutable import mutable
-from ._origin import library_code_object, library_constant
+from ._origin import library_code_object, library_constant, library_function
 from ._per_class import type_ids
 from ._pure import pure_library
 from ._state import (
     added_state,
     class_part,
     dict_state,
+    extra_attrs,
     hidden_state,
+    holds_data,
     impure_library,
+    instance_dict,
     slots_of,
     unreadable,
 )
@@ -100,7 +103,25 @@ def pjit(f: Any, ctx: Ctx, content_ok: bool) -> Any:
     if parts is None:
         return identity(f, ctx)
     fun, info = parts
-    return ("jit", key(fun, ctx, False), key(info, ctx, False))
+    # Its `__dict__` holds, besides the two parts and what `functools.wraps` copied, whatever
+    # the program stores there (`STEP.scale = 2.0`): keyed and watched as attributes, and never
+    # substituted when it holds data of its own (its twin holds another dict).
+    d = instance_dict(f)
+    made = tuple([n for n in _JIT_MADE if _jax_made(d.get(n) if d else None)])
+    holds_data(f, ctx, _JIT_PARTS + made)
+    attrs = extra_attrs(f, ctx, skip=_JIT_PARTS)
+    return ("jit", key(fun, ctx, False), key(info, ctx, False), attrs)
+
+
+# What `jax.jit` stores in its function's `__dict__`: the parts `jit_parts` reads and keys, and
+# (JAX < 0.6) the functions it makes over them (`j.lower`), keyed as attributes.
+_JIT_PARTS = ("_fun", "_jit_info")
+_JIT_MADE = ("lower", "eval_shape", "trace", "_cache_miss")
+
+
+def _jax_made(v: Any) -> bool:
+    # One of JAX's own functions, as `jax.jit` left it (not one the program stored there).
+    return type(v) is types.FunctionType and library_function(v)
 
 
 def library_hashable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:

@@ -13,21 +13,31 @@ from ._class_entries import entry, generated as generated, SKIPPED
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
 from ._registries import virtual_bases
-from ._state import added_state, hidden_state, unreadable
+from ._state import added_state, extra_attrs, hidden_state, holds_data, unreadable
 from ._structure import _registered, registry_entry
 from ._types import Equal, Namespace
 from ._watch import size
 
 
+def _skipped(c: type, k: str, v: Any) -> bool:
+    # `SKIPPED`'s `__dict__` is `type`'s descriptor for the instances' `__dict__`. A class body
+    # may bind the name to anything else (`__dict__ = {}`: every `obj.__dict__` is then that one
+    # dict, which code reads and writes): that is an entry like any other.
+    return k in SKIPPED and type(v) is types.GetSetDescriptorType and v.__objclass__ is c
+
+
 @compound
 def descriptor(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`property`, `classmethod`, `staticmethod`: the functions they run (which cannot be
-    reassigned), keyed as functions, so that a property reading a global is followed."""
+    reassigned), keyed as functions, so that a property reading a global is followed. A
+    `classmethod` or `staticmethod` also has a `__dict__` (Python 3.10+: what it copies from the
+    function, and whatever a decorator or the program stores there, `C.__dict__["s"].scale`),
+    keyed and watched as any object's attributes; holding data of its own, it is never
+    substituted (`_state.holds_data`: its twin holds another dict)."""
     if type(obj) is property:
-        parts = (obj.fget, obj.fset, obj.fdel)
-    else:
-        parts = (obj.__func__,)
-    return (type(obj), tuple([key(f, ctx, False) for f in parts]))
+        return (property, tuple([key(f, ctx, False) for f in (obj.fget, obj.fset, obj.fdel)]))
+    holds_data(obj, ctx)
+    return (type(obj), (key(obj.__func__, ctx, False),), extra_attrs(obj, ctx))
 
 
 @compound
@@ -79,7 +89,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         # dunder and `_sunder_` names are data and code like any other (`__registry__ = {...}`
         # by contents, watched; `__class_getitem__`, an enum's `_missing_`, a dunder property
         # by the functions they run; `__annotations__` by contents). Only `SKIPPED` is left out.
-        items = tuple([(k, entry(c, k, v, ctx)) for k, v in d.items() if k not in SKIPPED])
+        items = tuple([(k, entry(c, k, v, ctx)) for k, v in d.items() if not _skipped(c, k, v)])
         registry = _abc_registry(c, ctx) if "_abc_impl" in d else ()
         out.append((Namespace(c), items, _members(c, ctx), registry))
     ctx.own_eq = own_eq

@@ -17,8 +17,9 @@ from ._state import (
     extra_attrs,
     hidden_state,
     list_state,
-    object_state,
-    slots_of,
+    protocol_plain,
+    slot_values,
+    state_of,
     unreadable,
 )
 from ._types import Identity, MutableKey
@@ -32,9 +33,13 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     if ctx.by_value and _fields_eq(type(obj)):
         # Node data (a custom node's aux data) that is a dataclass with the generated `==`: JAX
         # compares it by its fields, so it is keyed by them, not by identity (each flatten may
-        # make a new one), and the object held is watched like any other.
-        ctx.states.append((obj, object_state, object_state(obj)))
-        return (type(obj), key(type(obj), ctx, False), extra_attrs(obj, ctx))
+        # make a new one), and the object held is watched like any other. Its fields live in
+        # its `__dict__` or in a slot a base class declares: both are keyed, as an object's are.
+        plain = protocol_plain(type(obj))
+        ctx.states.append((obj, state_of(plain), state_of(plain)(obj)))
+        slots = tuple([(n, key(v, ctx, False)) for n, v in slot_values(obj, plain)])
+        attrs = extra_attrs(obj, ctx, watched=True, plain=plain)
+        return (type(obj), key(type(obj), ctx, False), attrs, slots)
     if id(type(obj)) in _BASES and type(obj) is not bytearray and len(obj) > _FEW:
         # An exact list, dict or set too big to walk, or keyed so before and unchanged.
         held = big_container(obj, ctx)
@@ -51,9 +56,12 @@ def _mutable(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     elif hidden_state(type(obj)):
         return unreadable(obj, ctx)
     else:
-        ctx.states.append((obj, object_state, object_state(obj)))
-        slots = tuple((n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots_of(type(obj)))
-        contents = (key(type(obj), ctx, False), extra_attrs(obj, ctx, watched=True), slots)
+        # Read from its storage, not through what its class says of itself (`_state.layout`).
+        plain = protocol_plain(type(obj))
+        ctx.states.append((obj, state_of(plain), state_of(plain)(obj)))
+        slots = tuple([(n, key(v, ctx, False)) for n, v in slot_values(obj, plain)])
+        attrs = extra_attrs(obj, ctx, watched=True, plain=plain)
+        contents = (key(type(obj), ctx, False), attrs, slots)
         return MutableKey(Identity(obj), (type(obj), contents))
     t = type(obj)
     if id(t) not in _BASES:
@@ -100,7 +108,7 @@ def _fields_eq(cls: type) -> bool:
     """Whether `cls` is a dataclass whose `==` is the one `dataclasses` generated (its fields
     compared as a tuple, type-exactly), without slots or a `__getattr__` of its own."""
     params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.eq or "__slots__" in cls.__dict__:
+    if params is None or not params.eq or "__slots__" in cls.__dict__ or hidden_state(cls):
         return False
     for c in cls.__mro__:
         if "__eq__" in c.__dict__:

@@ -2,6 +2,7 @@
 watched (the state functions a `Watch` compares), the class of an object keyed by value, and the
 objects whose state Python can neither read nor watch (`K-opaque`, `K-impure-library`)."""
 
+import ctypes
 import types
 from typing import Any
 
@@ -31,23 +32,30 @@ def added_state(obj: Any, ctx: Ctx, skip: Any = ()) -> tuple:
     """What an object holds beyond what its kind's row keys (`skip`: a dataclass's fields): its
     attributes and the slots its class declares, each keyed as what it is, watched. A subclass
     of a kind on the allowlist may add either; neither may be left out of its key."""
-    slots = [n for n in slots_of(type(obj)) if n not in skip]
+    slots = [(n, v) for n, v in slot_values(obj) if n not in skip]
     if slots:
-        ctx.states.append((obj, object_state, object_state(obj)))
+        state = state_of(protocol_plain(type(obj)))
+        ctx.states.append((obj, state, state(obj)))
     return (
         extra_attrs(obj, ctx, skip=skip),
-        tuple([(n, key(getattr(obj, n, MISSING), ctx, False)) for n in slots]),
+        tuple([(n, key(v, ctx, False)) for n, v in slots]),
     )
 
 
-def extra_attrs(obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False) -> tuple:
+def extra_attrs(
+    obj: Any, ctx: Ctx, skip: Any = (), watched: bool = False, plain: bool | None = None
+) -> tuple:
     """`watched`: whether the caller watches `object_state(obj)` already, which covers the
-    attributes (one state less an object on every hit)."""
-    d = getattr(obj, "__dict__", None)
+    attributes (one state less an object on every hit). `plain`: `protocol_plain`'s answer for
+    its class, where the caller has it."""
+    if plain is None:
+        plain = protocol_plain(type(obj))
+    d = instance_dict(obj, plain)
     if not d:
         return ()
     if type(d) is dict and not watched:
-        ctx.states.append((obj, attrs_state, attrs_state(obj)))
+        state = attrs_state if plain else real_attrs_state
+        ctx.states.append((obj, state, state(obj)))
     return tuple(
         [(k, key(v, ctx, False)) for k, v in d.items() if k not in skip and k not in IGNORED_ATTRS]
     )
@@ -60,14 +68,14 @@ def holds_data(obj: Any, ctx: Ctx, skip: Any = ()) -> None:
     change later (`q.scale = 3.0`): never substituted by `intern` (`ctx.own_eq`), as for a
     function that owns data. Its equal twin elsewhere holds another dict. Keyed by value still
     (the data is keyed and watched)."""
-    d = getattr(obj, "__dict__", None)
+    d = instance_dict(obj)
     if d and any(
         k not in skip and k not in IGNORED_ATTRS and not _wraps_made(k, v) for k, v in d.items()
     ):
         ctx.own_eq = True
         return
-    for name in slots_of(type(obj)):
-        if name not in skip and getattr(obj, name, MISSING) is not MISSING:
+    for name, v in slot_values(obj):
+        if name not in skip and v is not MISSING:
             ctx.own_eq = True
             return
 
@@ -77,7 +85,7 @@ def owns_data(obj: Any) -> bool:
     (`f.scale`, `f.__scale__` too), not only what `functools.wraps` sets (`WRAPS_SETS`: the exact
     names it assigns, each holding the kind of object it copies): such an object is never
     substituted by `intern` (`ctx.own_eq`)."""
-    d = getattr(obj, "__dict__", None)
+    d = instance_dict(obj)
     if not d:
         return False
     copied = _wraps_copied(d)
@@ -133,23 +141,156 @@ def attrs_state(obj: Any) -> tuple:
     return (type(obj), size(len(d)), *d.keys(), *d.values())
 
 
-_slot_names: PerClass[tuple[str, ...]] = PerClass()
+def real_attrs_state(obj: Any) -> tuple:
+    d = instance_dict(obj, False)
+    return (type(obj), size(len(d)), *d.keys(), *d.values())
+
+
+# `type`'s own descriptors: a metaclass can shadow `cls.__mro__` or `cls.__dict__` with its own.
+_MRO = type.__dict__["__mro__"].__get__
+_NAMESPACE = type.__dict__["__dict__"].__get__
+_DICT_OFFSET = type.__dict__["__dictoffset__"].__get__
+_MEMBER = types.MemberDescriptorType
+_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+# `PyObject_GenericGetDict`: an object's own `__dict__` slot, read past whatever its class binds
+# to the name (a class body's `__dict__ = {}` takes the place of the descriptor `type` makes).
+# About 1 us a call: only for the classes whose attribute protocol does not read the slot.
+_GENERIC_DICT = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_void_p)(
+    ("PyObject_GenericGetDict", ctypes.pythonapi)
+)
+
+# Per class: (whether its instances have a `__dict__` slot, whether the lookup of `__dict__`
+# meets `type`'s descriptor for it, the names of its slots, whether its classes' `__slots__`
+# entries name a slot no member descriptor reads). Names and flags only: a descriptor held here
+# would keep the class alive.
+_layouts: PerClass[tuple] = PerClass()
+
+
+def layout(cls: type) -> tuple:
+    """How an instance of `cls` holds its state, read from what `type` made, never from what the
+    class says of itself: whether it has a `__dict__` slot, whether `obj.__dict__` is that slot
+    (a class body may bind the name: `__dict__ = {}`), and its slots as the member descriptors
+    in its classes' namespaces (`__slots__` is plain data once the class is made: an iterator
+    `type` consumed, or rebound), with whether a `__slots__` entry names one no descriptor reads
+    (deleted: `hidden_state`). What can be rebound later (a `__getattribute__`, a class attribute
+    over a slot's name) is `protocol_plain`'s, asked at each keying."""
+    found = _layouts.get(id(cls))
+    if found is None:
+        found = _layout(cls)
+        _layouts.put(cls, found)
+    return found
+
+
+def _layout(cls: type) -> tuple:
+    mro = _MRO(cls)
+    has_dict = bool(_DICT_OFFSET(cls))
+    by_type = False
+    if has_dict:
+        for c in mro:
+            d = _NAMESPACE(c).get("__dict__")
+            if d is not None:
+                # The first one the lookup meets: `type`'s descriptor for the class that added
+                # the slot (which `type` never lets code rebind or delete), or a stand-in.
+                by_type = type(d) in _DESCRIPTORS and d.__objclass__ is c
+                break
+    names: list[str] = []
+    disagree = False
+    for c in mro:
+        ns = _NAMESPACE(c)
+        if "__slots__" not in ns and library_class(c):
+            continue  # A C class's own fields are its row's (`_mutable.c_fields`), not slots.
+        own = _members(c)
+        declared = ns.get("__slots__", ())
+        if isinstance(declared, (str, tuple, list)):
+            disagree |= any(
+                isinstance(n, str)
+                and n not in ("__dict__", "__weakref__")
+                and _mangled(c, n) not in own
+                for n in _declared(declared)
+            )
+        names += own
+    return (has_dict, by_type, tuple(names), disagree)
+
+
+def _members(c: type) -> list[str]:
+    # The slots `type` made for `c` itself: member descriptors of its own (one of another class
+    # bound under a name is that class's).
+    return [
+        n
+        for n, d in _NAMESPACE(c).items()
+        if type(d) is _MEMBER and d.__objclass__ is c and n not in ("__dict__", "__weakref__")
+    ]
+
+
+def protocol_plain(t: type) -> bool:
+    """Whether reading an instance of `t` through its attribute protocol (`obj.__dict__`,
+    `getattr(obj, slot)`) reads its own storage: `type`'s descriptor for `__dict__`, no class but
+    `object` answering attribute reads itself (`__getattribute__`, or `__getattr__` where
+    `__dict__` or a slot may be missing), and each slot's name met
+    first as its member descriptor (not a class attribute over it). Asked at each keying, never
+    remembered: a class may be given a `__getattribute__` later, and its namespace is watched
+    beside the object's state, so whatever relied on the answer is keyed anew then."""
+    has_dict, by_type, names, _ = layout(t)
+    if has_dict and not by_type or len(set(names)) != len(names):
+        # A slot's name declared again below: `getattr` reads only the lowest one.
+        return False
+    mro = _MRO(t)
+    # A `__getattr__` answers what the lookup does not find: `__dict__` where there is none, a
+    # slot that is unset.
+    hooks = ("__getattribute__", "__getattr__") if names or not has_dict else ("__getattribute__",)
+    if any(h in _NAMESPACE(c) for c in mro if c is not object for h in hooks):
+        return False
+    for n in names:
+        for c in mro:
+            d = _NAMESPACE(c).get(n, MISSING)
+            if d is not MISSING:
+                if type(d) is not _MEMBER:
+                    return False
+                break
+    return True
+
+
+def instance_dict(obj: Any, plain: bool | None = None) -> Any:
+    """`obj`'s own `__dict__` (or `None`), read through the slot `type` made for it where the
+    object's own attribute protocol (`__getattribute__`, a class attribute named `__dict__`) may
+    show something else than where `obj.scale = 3.0` stores. `plain`: `protocol_plain`'s answer
+    for its class, where the caller has it."""
+    t = type(obj)
+    if not layout(t)[0]:
+        return None
+    if plain is None:
+        plain = protocol_plain(t)
+    return obj.__dict__ if plain else _GENERIC_DICT(obj, None)
 
 
 def slots_of(cls: type) -> tuple[str, ...]:
-    """The names of the slots `cls` and its bases declare, as attributes are read: a single
-    string is one slot (`__slots__ = "scale"`, not five), and a private name is mangled as the
-    class body's own code reads it (`__x` in `C` is `_C__x`)."""
-    names = _slot_names.get(id(cls))
-    if names is None:
-        names = tuple(
-            _mangled(c, name)
-            for c in cls.__mro__
-            for name in _declared(c.__dict__.get("__slots__", ()))
-            if isinstance(name, str) and name not in ("__dict__", "__weakref__")
-        )
-        _slot_names.put(cls, names)
-    return names
+    """The names of the slots `cls` and its bases have (as stored: a private name mangled)."""
+    return layout(cls)[2]
+
+
+def slot_values(obj: Any, plain: bool | None = None) -> tuple:
+    """`(name, value)` of each slot of `obj` (`MISSING` where unset): by `getattr` where that
+    reads the slot (`protocol_plain`), else through the member descriptors themselves."""
+    t = type(obj)
+    if plain is None:
+        plain = protocol_plain(t)
+    if plain:
+        return tuple([(n, getattr(obj, n, MISSING)) for n in slots_of(t)])
+    return tuple(
+        [
+            (n, _slot(obj, _NAMESPACE(c)[n]))
+            for c in _MRO(t)
+            if "__slots__" in _NAMESPACE(c) or not library_class(c)
+            for n in _members(c)
+        ]
+    )
+
+
+def _slot(obj: Any, d: Any) -> Any:
+    try:
+        return d.__get__(obj)
+    except AttributeError:
+        return MISSING
 
 
 def _declared(slots: Any) -> Any:
@@ -164,13 +305,30 @@ def _mangled(c: type, name: str) -> str:
 
 
 def object_state(obj: Any) -> tuple:
-    # Its class too: `obj.__class__ = B` changes every method the trace runs.
+    # Its class too: `obj.__class__ = B` changes every method the trace runs. Read through the
+    # attribute protocol: the state of the objects whose class reads its storage so
+    # (`protocol_plain`); `real_object_state` for the others.
     t = type(obj)
     attrs = getattr(obj, "__dict__", None)
     slots = tuple(getattr(obj, name, MISSING) for name in slots_of(t))
     if attrs is None:
         return (t, *slots)
     return (t, size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
+
+
+def real_object_state(obj: Any) -> tuple:
+    """`object_state` read from the object's storage itself (`instance_dict`, `slot_values`),
+    for a class whose attribute protocol may show something else."""
+    attrs = instance_dict(obj, False)
+    slots = tuple([v for _, v in slot_values(obj, False)])
+    if attrs is None:
+        return (type(obj), *slots)
+    return (type(obj), size(len(attrs)), *attrs.keys(), *attrs.values(), *slots)
+
+
+def state_of(plain: bool) -> Any:
+    """The state function that watches an object whose class's protocol is plain or not."""
+    return object_state if plain else real_object_state
 
 
 class _Unread:
@@ -228,6 +386,8 @@ def hidden_state(t: type) -> bool:
     than `object`'s, its `__dict__` and weak reference list and its slots explain (a C base such
     as `_random.Random`, a Cython class such as NumPy's `Generator`), or of variable size. A C
     base that adds nothing (`datetime.tzinfo`, `types.SimpleNamespace`) hides nothing."""
-    if t.__itemsize__:
+    if t.__itemsize__ or layout(t)[3]:
+        # Or a slot its class declared that no member descriptor of its class reads now (one
+        # deleted from the namespace: only code that kept the descriptor reads it).
         return True
     return t.__basicsize__ > object.__basicsize__ + _POINTER * (2 + len(slots_of(t)))
