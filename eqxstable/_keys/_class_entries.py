@@ -61,12 +61,28 @@ def entry(c: type, name: str, v: Any, ctx: Ctx) -> Any:
     return _owned(c if isinstance(c, enum.EnumMeta) else None, v, ctx, 0)
 
 
+# From this many items on, a class's own list or dict is keyed as any other container is.
+BIG = 1024
+
+
 def _owned(members_of: Any, v: Any, ctx: Ctx, depth: int) -> Any:
     t = type(v)
     if members_of is not None and t is members_of:
         return ("member", v._name_, key(v._value_, ctx, False))
     if id(v) in _MARKERS:
         return Namespace(v)
+    if members_of is None and (t is dict or t is list) and len(v) >= BIG:
+        # A big table held by the class (`Vocab.TABLE = {...}`, 100,000 entries): keyed by the
+        # dispatcher as a global's is (`K-mutable`), with the same machinery: the run of
+        # scalars, the object budget (identity past it, with a reason), `recall_held` for a
+        # rebuilt reader, the watch compared where it is; not item by item here (attack 11a-09:
+        # 200 ms a hit, 3 s a rebuilt reader). Its identity part says nothing the class's does
+        # not (equal keys name the very class, whose entry this very object is, and what it
+        # holds is watched by `is`), so `Key.identity` is left as it was, as for a small one.
+        was = ctx.identity
+        part = key(v, ctx, False)
+        ctx.identity = was
+        return part
     # Down to a field's metadata: the class's dict, a field in it, the metadata it holds.
     if depth < 3:
         if t is dict or t is types.MappingProxyType:
