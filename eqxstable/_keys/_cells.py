@@ -170,9 +170,12 @@ def _compute_cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple, 
         sealed.append(writers == [])
         # Other functions may bump the same cell (two jitted closures sharing one `nonlocal`
         # trace counter): what `f` computes still never depends on it, as `f` only bumps it;
-        # one that reads it keys it by contents in its own key.
+        # one that reads it keys it by contents in its own key. Every writer only bumps it
+        # (a reset from outside, `n = 0`, stays a change, as before).
         counters[-1] = (
-            writers is not None and any(w is code for w in writers) and _only_bumps(code, name)
+            writers is not None
+            and any(w is code for w in writers)
+            and all(_only_bumps(w, name) for w in writers)
         )
     return tuple(sealed), tuple(counters), logs
 
