@@ -1,6 +1,6 @@
 """Closure cells: whether a cell can still be rebound once it holds a value (`sealed_cells`),
-whether it only counts its function's runs (`counter_cells`), and whether no one but its
-function holds it (`lone_cell`).
+whether it only counts its function's runs (`counter_cells`), whether its function only appends
+to it (`log_cells`), and whether no one but its function holds it (`lone_cell`).
 
 The first two are properties of code objects, which never change, so they are computed once per
 code object. The analysis only ever answers "maybe" when it cannot prove something, and every
@@ -13,7 +13,7 @@ import types
 import weakref
 from typing import Any
 
-from ._code import _is_bump, _nested
+from ._code import _is_bump, _method_load, _nested
 from ._enclosing import _enclosing
 
 
@@ -88,11 +88,64 @@ def _only_bumps(code: types.CodeType, name: str) -> bool:
     return sorted(uses) == sorted([*loads, *(k + 3 for k in loads)])
 
 
-def _compute_cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple]:
+# The instructions through which code uses a closure variable other than by reading or writing
+# it: passing the cell on to a function it makes (`LOAD_CLOSURE`, whose code is checked too).
+_PASS_CELL = frozenset({"LOAD_CLOSURE"})
+# Instructions whose argument names something other than a local or closure variable: an
+# attribute (`x.log`) or a global of the same name.
+_OTHER_NAMES = frozenset(
+    {
+        "LOAD_ATTR",
+        "LOAD_METHOD",
+        "STORE_ATTR",
+        "DELETE_ATTR",
+        "LOAD_SUPER_ATTR",
+        "LOAD_GLOBAL",
+        "STORE_GLOBAL",
+        "DELETE_GLOBAL",
+        "IMPORT_NAME",
+        "IMPORT_FROM",
+        "LOAD_CONST",
+    }
+)
+
+
+def _only_appends(code: types.CodeType, name: str) -> bool:
+    """Whether `code` uses its free variable `name` only as `name.append(...)` called at once
+    (`_code._method_load`: the bound method is never made, stored or passed on), at least once,
+    and passes the cell on only to code nested in it that does the same. Any other use (read,
+    written, deleted, read by a class body, an instruction this does not know) is a "no"."""
+    appends = False
+    pending = [code]
+    while pending:
+        c = pending.pop()
+        pending.extend(x for x in _nested(c) if name in x.co_freevars)
+        instructions = list(dis.get_instructions(c))
+        for k, ins in enumerate(instructions):
+            if ins.opname in _OTHER_NAMES:
+                continue
+            named = ins.argval == name or (isinstance(ins.argval, tuple) and name in ins.argval)
+            if not named:
+                continue
+            if ins.opname in _PASS_CELL:
+                continue
+            if (
+                ins.opname == "LOAD_DEREF"
+                and k + 1 < len(instructions)
+                and _method_load(instructions[k + 1], "append")
+            ):
+                appends = True
+                continue
+            return False
+    return appends
+
+
+def _compute_cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple, tuple]:
     code = f.__code__
     chain = _enclosing(f)
     sealed: list[bool | None] = []
     counters: list[bool] = []
+    logs = tuple(not library and _only_appends(code, name) for name in code.co_freevars)
     for name in code.co_freevars:
         counters.append(False)
         if name == "__class__":
@@ -115,16 +168,19 @@ def _compute_cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple]:
             continue
         writers = _writers(owner, name)
         sealed.append(writers == [])
+        # Other functions may bump the same cell (two jitted closures sharing one `nonlocal`
+        # trace counter): what `f` computes still never depends on it, as `f` only bumps it;
+        # one that reads it keys it by contents in its own key. Every writer only bumps it
+        # (a reset from outside, `n = 0`, stays a change, as before).
         counters[-1] = (
             writers is not None
-            and len(writers) == 1
-            and writers[0] is code
-            and _only_bumps(code, name)
+            and any(w is code for w in writers)
+            and all(_only_bumps(w, name) for w in writers)
         )
-    return tuple(sealed), tuple(counters)
+    return tuple(sealed), tuple(counters), logs
 
 
-def _cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple]:
+def _cells(f: types.FunctionType, library: bool) -> tuple[tuple, tuple, tuple]:
     code = f.__code__
     hit = _sealed.get(id(code))
     if hit is not None and hit[0]() is code:
@@ -151,14 +207,24 @@ def sealed_cells(f: types.FunctionType, library: bool) -> tuple[bool | None, ...
 
 
 def counter_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
-    """For each closure cell of `f`, whether it only counts `f`'s own runs: the enclosing function
-    assigns it once (as for a sealed cell), nothing but `f`'s own code writes it, and `f` uses it
-    only as `n += k` (`k` an int constant). What `f` computes never depends on such a cell, so it
-    is keyed by its identity alone: a `nonlocal` trace counter, bumped again when JAX traces `f`
-    after the call returned (a `custom_vjp` backward rule, traced when the gradient is taken), is
-    not a change.
+    """For each closure cell of `f`, whether it only counts runs: the enclosing function assigns
+    it once (as for a sealed cell), `f`'s own code writes it, and `f` uses it only as `n += k`
+    (`k` an int constant); other functions may bump it too (two jitted closures sharing one
+    `nonlocal` trace counter). What `f` computes never depends on such a cell, so it is keyed by
+    its identity alone: a `nonlocal` trace counter, bumped again when JAX traces `f` (or a
+    sibling) after the call returned (a `custom_vjp` backward rule, traced when the gradient is
+    taken), is not a change. A function that reads the cell keys it by contents in its own key.
     """
     return _cells(f, library)[1]
+
+
+def log_cells(f: types.FunctionType, library: bool) -> tuple[bool, ...]:
+    """For each closure cell of `f`, whether `f` (and the code nested in it that shares the cell)
+    uses it only as `log.append(...)` called at once: a trace log in a closure cell, shared by
+    several jitted closures. Where the cell holds an exact `list`, `list.append` reads none of
+    its contents and returns `None`, so what `f` computes never depends on them (`K-trace-log`);
+    a function reading the list any other way keys it by contents in its own key."""
+    return _cells(f, library)[2]
 
 
 #

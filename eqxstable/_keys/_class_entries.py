@@ -54,9 +54,15 @@ def entry(c: type, name: str, v: Any, ctx: Ctx) -> Any:
       `EnumMeta` keeps of them (`_member_map_`, `_value2member_map_`, `_member_names_`, a
       `Flag`'s `_inverted_`), which can change in place (an alias added to `_value2member_map_`
       changes what `Mode(99)` returns)."""
-    if name == "_abc_impl" or generated(v):
+    if name == "_abc_impl":
         return Namespace(v)
+    if generated(v):
+        return generated_key(v, ctx)
     return _owned(c if isinstance(c, enum.EnumMeta) else None, v, ctx, 0)
+
+
+# From this many items on, a class's own list or dict is keyed as any other container is.
+BIG = 1024
 
 
 def _owned(members_of: Any, v: Any, ctx: Ctx, depth: int) -> Any:
@@ -65,6 +71,18 @@ def _owned(members_of: Any, v: Any, ctx: Ctx, depth: int) -> Any:
         return ("member", v._name_, key(v._value_, ctx, False))
     if id(v) in _MARKERS:
         return Namespace(v)
+    if members_of is None and (t is dict or t is list) and len(v) >= BIG:
+        # A big table held by the class (`Vocab.TABLE = {...}`, 100,000 entries): keyed by the
+        # dispatcher as a global's is (`K-mutable`), with the same machinery: the run of
+        # scalars, the object budget (identity past it, with a reason), `recall_held` for a
+        # rebuilt reader, the watch compared where it is; not item by item here (attack 11a-09:
+        # 200 ms a hit, 3 s a rebuilt reader). Its identity part says nothing the class's does
+        # not (equal keys name the very class, whose entry this very object is, and what it
+        # holds is watched by `is`), so `Key.identity` is left as it was, as for a small one.
+        was = ctx.identity
+        part = key(v, ctx, False)
+        ctx.identity = was
+        return part
     # Down to a field's metadata: the class's dict, a field in it, the metadata it holds.
     if depth < 3:
         if t is dict or t is types.MappingProxyType:
@@ -88,14 +106,97 @@ def _record_state(v: Any) -> tuple:
     return tuple([getattr(v, s, None) for s in type(v).__slots__])
 
 
-def generated(f: Any) -> bool:
-    """Whether `f` is a method `dataclasses` made from a class's fields: compiled from "<string>"
-    inside its `__create_fn__` (Python 3.11 on, by the code's qualified name; on 3.10, which has
-    none, by the file name alone). Any other `exec` also compiles from "<string>": such a method
-    (`__call__ = ns["__call__"]`) is the user's code, keyed as any method is."""
-    f = getattr(f, "__wrapped__", f)
-    code = getattr(f, "__code__", None)
-    if code is None or code.co_filename != "<string>":
+def _generated_code(code: Any) -> bool:
+    # Compiled from "<string>" inside `dataclasses`' `__create_fn__` (Python 3.11 on, by the
+    # code's qualified name; on 3.10, which has none, by the file name alone).
+    if type(code) is not types.CodeType or code.co_filename != "<string>":
         return False
     qualname = getattr(code, "co_qualname", None)
     return qualname is None or qualname.startswith("__create_fn__.<locals>.")
+
+
+def _repr_wrapper() -> tuple[Any, int]:
+    # `dataclasses` wraps the `__repr__` it generates in a guard against recursion (its own
+    # `_recursive_repr`, or `reprlib.recursive_repr` from 3.12), a library function holding the
+    # generated one in its closure cell `user_function`: that code object, told by identity, and
+    # the cell's index. Never `__wrapped__`, which any `functools.wraps` sets.
+    @dataclasses.dataclass
+    class _Probe:
+        a: int = 0
+
+    code = _Probe.__dict__["__repr__"].__code__
+    if _generated_code(code) or "user_function" not in code.co_freevars:
+        return None, -1
+    return code, code.co_freevars.index("user_function")
+
+
+_REPR_WRAPPER, _REPR_CELL = _repr_wrapper()
+
+
+def _held(f: Any) -> Any:
+    # The function whose code runs: the one the repr guard holds in its cell, else `f`.
+    if f.__code__ is _REPR_WRAPPER and f.__closure__ is not None:
+        try:
+            return f.__closure__[_REPR_CELL].cell_contents
+        except ValueError:
+            return None
+    return f
+
+
+def generated(f: Any) -> bool:
+    """Whether `f` is a method `dataclasses` made from a class's fields, told by its own code
+    object (`_generated_code`), or the recursion guard `dataclasses` wraps its `__repr__` in (by
+    the guard's code object, by identity) holding such a method in its cell. Never by
+    `__wrapped__` or any other attribute a user's function can set: a user's own method
+    decorated with `functools.wraps(<a generated method>)` is the user's code, keyed as any
+    method is. Any other `exec` also compiles from "<string>": such a method
+    (`__call__ = ns["__call__"]`) is the user's code too."""
+    if type(f) is not types.FunctionType:
+        return False
+    inner = _held(f)
+    return type(inner) is types.FunctionType and _generated_code(inner.__code__)
+
+
+def _generated_parts(f: types.FunctionType) -> list[types.FunctionType]:
+    inner = _held(f)
+    return [f] if inner is f or type(inner) is not types.FunctionType else [f, inner]
+
+
+def generated_state(f: types.FunctionType) -> tuple:
+    """What a generated method held as the object can be rebound to: its code, defaults, keyword
+    defaults and closure cells, and those of the method its repr guard holds."""
+    out: list[Any] = [_held(f)]
+    for g in _generated_parts(f):
+        out.extend((g.__code__, g.__defaults__, g.__kwdefaults__))
+        for cell in g.__closure__ or ():
+            try:
+                out.append(cell.cell_contents)
+            except ValueError:
+                out.append(None)
+    return tuple(out)
+
+
+def generated_key(f: types.FunctionType, ctx: Ctx) -> Any:
+    """A generated method: the object itself, never walked as the user's code, with what can be
+    rebound in it keyed as what it is (`g.__init__.__defaults__ = (2.0,)` changes what `C()`
+    holds), watched (`generated_state`). The repr guard's own set of running calls changes
+    during every `repr` and is watched by identity only."""
+    ctx.states.append((f, generated_state, generated_state(f)))
+    parts: list[Any] = [Namespace(f)]
+    for g in _generated_parts(f):
+        cells: list[Any] = []
+        if g is not f or _REPR_WRAPPER is None or f.__code__ is not _REPR_WRAPPER:
+            for cell in g.__closure__ or ():
+                try:
+                    cells.append(key(cell.cell_contents, ctx, False))
+                except ValueError:
+                    cells.append(None)
+        parts.append(
+            (
+                g.__code__,
+                key(g.__defaults__, ctx, False),
+                key(g.__kwdefaults__, ctx, False),
+                tuple(cells),
+            )
+        )
+    return ("generated", tuple(parts))

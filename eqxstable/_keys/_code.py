@@ -98,9 +98,20 @@ def reads(code: types.CodeType) -> Reads:
 # locals or builtins (`f.__globals__["c"]`, `sys._getframe().f_globals["c"]`). Which names it reads
 # there, and from whose namespace, the bytecode does not show. Likewise a class's live table of
 # subclasses (`Term.__subclasses__()`, `eqx.Module.__subclasses__()`: plugin discovery), which
-# grows whenever a subclass is defined anywhere and which no key of a class shows.
+# grows whenever a subclass is defined anywhere and which no key of a class shows. And a
+# function's closure cells (`g.__closure__[0].cell_contents`): a cell that `g` only bumps or
+# appends to is no part of `g`'s key (`K-counter-cell`, `K-trace-log`), so only `g`'s own code
+# may read it.
 _NAMESPACE_ATTRS = frozenset(
-    {"__globals__", "f_globals", "f_locals", "f_builtins", "__subclasses__"}
+    {
+        "__globals__",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "__subclasses__",
+        "__closure__",
+        "cell_contents",
+    }
 )
 _namespaces: dict[int, tuple[weakref.ref, bool]] = {}
 
@@ -120,9 +131,10 @@ def _compute_namespaces(code: types.CodeType) -> bool:
 
 
 def reads_namespaces(code: types.CodeType) -> bool:
-    """Whether `code` (or code nested in it) names a function's `__globals__`, a frame's
-    `f_globals`, `f_locals` or `f_builtins`, or a class's `__subclasses__`: it may read any name
-    of any namespace, or any class defined anywhere since."""
+    """Whether `code` (or code nested in it) names a function's `__globals__` or closure cells
+    (`__closure__`, `cell_contents`), a frame's `f_globals`, `f_locals` or `f_builtins`, or a
+    class's `__subclasses__`: it may read any name of any namespace, any cell of any function,
+    or any class defined anywhere since."""
     return _memo(_namespaces, code, _compute_namespaces)
 
 

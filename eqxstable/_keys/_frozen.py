@@ -78,17 +78,34 @@ def frozen_nested(obj: Any) -> bool:
     return True
 
 
+def _held_among(part: Any) -> Any:
+    # The held containers among `part`, in order: all or none of them in most (scanned in C),
+    # a loop in Python only for a mix. The types by their `id`s: a watch state computed on every
+    # hit, whose items come first (compared by `is`), so a metaclass's `==` merging two types
+    # here could not hide a change, but a set of the types themselves would run it.
+    types = set(map(id, map(type, part)))
+    if types <= _HELD:
+        return part, types
+    if types.isdisjoint(_HELD):
+        return (), types
+    return [x for x in part if id(type(x)) in _HELD], types
+
+
 def _nested_state(obj: Any) -> tuple:
     """`_items_state` one level further down: the items, then each held container's length and
     then all their items in order, read in C (`map`, `chain`) but for the lengths of long ones.
-    A dict's keys and values both; equal states are equal contents, item by item by `is`."""
+    A dict's keys and values both; equal states are equal contents, item by item by `is`. A
+    dict's keys and a set's items are hashable, never a list, dict or set: the held containers
+    are among a dict's values or a list's items only, scanned alone (a 100,000-entry table of
+    lists: no loop in Python)."""
     items = _items(obj)
-    # The types by their `id`s: a watch state computed on every hit, whose items come first
-    # (compared by `is`), so a metaclass's `==` merging two types here could not hide a change,
-    # but a set of the types themselves would run it.
-    types = set(map(id, map(type, items)))
-    # Most hold containers of one kind only (scanned in C): no loop in Python.
-    inner = items if types <= _HELD else [x for x in items if id(type(x)) in _HELD]
+    t = type(obj)
+    if t is dict:
+        inner, types = _held_among(list(obj.values()))
+    elif t is set:
+        inner, types = (), frozenset()
+    else:
+        inner, types = _held_among(items)
     dicts: Any = (
         ()
         if _DICT not in types

@@ -8,7 +8,7 @@ import pathlib
 import types
 from typing import Any
 
-from ._cells import counter_cells, lone_cell, sealed_cells
+from ._cells import counter_cells, log_cells, lone_cell, sealed_cells
 from ._code import appended_only, global_counters, reads, reads_namespaces
 from ._context import compound, Ctx, identity, key, too_deep
 from ._globals import _global, _imported
@@ -121,6 +121,12 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     sealed = [s or lone_cell(f, i) for i, s in enumerate(sealed_cells(f, library))]
     empty = _empty_for_good(f)
     counters = counter_cells(f, library) if not all(sealed) else None
+    logs = log_cells(f, library)
+    if any(logs) and (
+        type(f.__builtins__) is not dict or _dynamic(f, reads(f.__code__), f.__builtins__)
+    ):
+        # `locals()`, `eval(...)`: the list may be read by a name the bytecode does not show.
+        logs = (False,) * len(logs)
     out = []
     for i, (cell, is_sealed) in enumerate(zip(f.__closure__, sealed)):
         try:
@@ -133,7 +139,12 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
             out.append((_COUNTER, identity(cell, ctx)))
             continue
-        if isinstance(contents, pathlib.Path) and not library:
+        if logs[i] and type(contents) is list:
+            # `K-trace-log`: a list `f` only appends to (`log.append("f")`), its contents no
+            # part of what `f` computes; the very list, as `list.append` writes into it (the cell
+            # holding it is watched, `fn_state`).
+            part = (_LOG, identity(contents, ctx))
+        elif isinstance(contents, pathlib.Path) and not library:
             # A concrete path: its methods read the file system (`K-impure-library`).
             part = impure_library("pathlib.Path (the file system)", ctx)
         else:
