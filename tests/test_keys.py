@@ -288,6 +288,11 @@ def test_equivalent_when_rebuilt(name):
         # (unequal to every other NaN object, `test_registry_nan.py`): equivalent now, yet never
         # substituted (CONTRACT section 1, "intern never changes behaviour").
         assert es.intern(a) is a and es.intern(b) is b
+    elif isinstance(a, np.ndarray):
+        # An array's holders each get a read-only view of their own over immutable memory
+        # (attack 11c-10: `view.shape = ...` must change no other holder's array).
+        ia, ib = es.intern(a), es.intern(b)
+        assert ia is not ib and type(ia.base) is bytes and np.array_equal(ia, ib)
     else:
         assert es.intern(a) is es.intern(b)
     assert not es.stable_key(a).identity
@@ -332,7 +337,14 @@ def test_numpy_canonical_is_read_only_copy():
     canonical = es.intern(a)
     assert canonical is not a and a.flags.writeable and not canonical.flags.writeable
     np.testing.assert_array_equal(canonical, a)
-    assert es.intern(np.arange(3.0)) is canonical
+    # A view of its own over the same immutable copy (attack 11c-09, 10): nothing can make it
+    # writeable again, and assigning its shape changes no other holder's.
+    again = es.intern(np.arange(3.0))
+    assert again is not canonical and type(again.base) is bytes
+    with pytest.raises(ValueError):
+        again.flags.writeable = True
+    again.shape = (3, 1)
+    assert canonical.shape == (3,)
     # Mutating the original after interning changes its key and never the canonical.
     a[0] = 10.0
     assert es.stable_key(a) != es.stable_key(canonical)
@@ -341,12 +353,13 @@ def test_numpy_canonical_is_read_only_copy():
     assert jnp.asarray(canonical).sum() == 3.0
 
 
-def test_tuple_with_array_gets_read_only_copy():
+def test_tuple_with_array_is_never_substituted():
+    # A container holding an array is handed back as it is (attack 11c-03): a copy of it would
+    # not `==` the user's own container (Python compares items by `is` first, and an array's
+    # `==` is elementwise), and its array is the user's to change.
     t = (np.ones(2), 1)
-    canonical = es.intern(t)
-    assert not canonical[0].flags.writeable
-    t[0][0] = 5.0
-    assert canonical[0][0] == 1.0
+    assert es.intern(t) is t and es.intern((np.ones(2), 1)) is not t
+    assert es.stable_key(t) == es.stable_key((np.ones(2), 1))
 
 
 def test_hash_without_eq_warns():

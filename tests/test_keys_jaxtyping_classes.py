@@ -59,8 +59,9 @@ def test_a_jaxtyped_module_class_never_walks_jaxtypings_classes(monkeypatch):
     net = _module_class()
     _, watch = compute(net)
     # The user's class alone is walked as one: not the three annotation classes (its field's,
-    # its method's argument's and return's), which jaxtyping made.
-    assert walked == [net]
+    # its method's argument's and return's), which jaxtyping made. (On the floor row the user's
+    # class is met again through what its own entries reach: still only it.)
+    assert walked and set(map(id, walked)) == {id(net)}
     assert not any(isinstance(c, type) and issubclass(c, AbstractArray) for c in entries)
     assert {id(c) for c in entries} == {id(net)}
     assert watch.valid()
