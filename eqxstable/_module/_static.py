@@ -18,6 +18,7 @@ holds too: built over it again once it has changed, a module gets a new `Static`
 `eqx.filter_jit` traces it again rather than reuse the program of its old contents.
 """
 
+import copy
 import threading
 import weakref
 from typing import Any
@@ -100,6 +101,15 @@ class Static(tuple):
 
     def __reduce__(self):
         return (_restore, (self[0],))
+
+    def __copy__(self) -> "Static":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # The canonical object holds only canonical, unchangeable leaves: it is its own copy (a
+        # rebuilt set could iterate in another order). A delegated one holds the user's objects,
+        # which a deep copy copies, as Equinox's would.
+        return _restore(copy.deepcopy(self[0], memo)) if delegated(self[2]) else self
 
     def __repr__(self) -> str:
         return f"Static({self[0]!r})"
