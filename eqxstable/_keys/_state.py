@@ -10,7 +10,7 @@ import numpy as np
 
 from ._context import Ctx, key
 from ._origin import library_class
-from ._per_class import per_class, PerClass
+from ._per_class import per_class
 from ._types import Identity
 from ._watch import dict_state as dict_state, list_state as list_state, MISSING, size
 
@@ -159,13 +159,12 @@ _GENERIC_DICT = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.c_v
     ("PyObject_GenericGetDict", ctypes.pythonapi)
 )
 
-# Per class: (whether its instances have a `__dict__` slot, whether the lookup of `__dict__`
-# meets `type`'s descriptor for it, the names of its slots, whether its classes' `__slots__`
-# entries name a slot no member descriptor reads). Names and flags only: a descriptor held here
-# would keep the class alive.
-_layouts: PerClass[tuple] = PerClass()
 
-
+# Per class (`per_class`, held weakly): whether its instances have a `__dict__` slot, whether the
+# lookup of `__dict__` meets `type`'s descriptor for it, the names of its slots, whether its
+# classes' `__slots__` entries name a slot no member descriptor reads. Names and flags only: a
+# descriptor held here would keep the class alive.
+@per_class
 def layout(cls: type) -> tuple:
     """How an instance of `cls` holds its state, read from what `type` made, never from what the
     class says of itself: whether it has a `__dict__` slot, whether `obj.__dict__` is that slot
@@ -174,14 +173,6 @@ def layout(cls: type) -> tuple:
     `type` consumed, or rebound), with whether a `__slots__` entry names one no descriptor reads
     (deleted: `hidden_state`). What can be rebound later (a `__getattribute__`, a class attribute
     over a slot's name) is `protocol_plain`'s, asked at each keying."""
-    found = _layouts.get(id(cls))
-    if found is None:
-        found = _layout(cls)
-        _layouts.put(cls, found)
-    return found
-
-
-def _layout(cls: type) -> tuple:
     mro = _MRO(cls)
     has_dict = bool(_DICT_OFFSET(cls))
     by_type = False
