@@ -20,6 +20,7 @@ that they subclass.
 """
 
 from collections.abc import Callable
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -43,29 +44,100 @@ def _restore_canonical(kind: type, value: Any) -> Any:
     return freeze(ordered(kind, value), lambda x, _: intern(x))
 
 
+class Token:
+    """One equivalence class of the owned forms: what their `==` and `hash` go through. `key`
+    is its table key (`_freezer.py`); `held` keeps alive the objects whose `id` the key holds
+    (the first member's items), so no `id` in it is reused while the token lives."""
+
+    __slots__ = ("key", "held", "__weakref__")
+
+    def __init__(self, key: Any, held: Any):
+        self.key = key
+        self.held = held
+
+
 class Canonical:
-    """The marker of the hashable canonical forms. `_key` is set on the one registered instance
-    of each equivalence class (`_freezer.py`); an instance made otherwise (`type(x)(...)`, a view
-    of an array) is not canonical, and behaves as the read-only form."""
+    """The marker of the hashable canonical forms. `_token` is set on each one that `freeze`
+    made (`_freezer.py`): the [`Token`][] of its equivalence class. An instance made otherwise
+    (`type(x)(...)`, a view of an array) has none, is not canonical, and behaves as the
+    read-only form."""
 
     __slots__ = ()
 
 
+def token_of(obj: Any) -> Any:
+    """The `Token` of a canonical form that `freeze` made, else `None` (also for an owned form
+    changed in place since: see `intact`)."""
+    if not isinstance(obj, Canonical):
+        return None
+    token = getattr(obj, "_token", None)
+    if token is None or not intact(obj):
+        return None
+    return token
+
+
 def key_of(obj: Any) -> Any:
-    """The table key of a registered canonical form, else `None`."""
-    return getattr(obj, "_key", None) if isinstance(obj, Canonical) else None
+    """The table key of a canonical form that `freeze` made and that is still as made, else
+    `None`."""
+    token = token_of(obj)
+    return None if token is None else token.key
+
+
+def intact(obj: Any) -> bool:
+    """Whether an owned form (`OWNED`) still holds, by identity, what `freeze` put in it, its
+    inner read-only containers and array views included (C code such as `heapq.heappush` or
+    `list.append(x, 1)` writes into a list subclass past its read-only methods). Other forms
+    cannot change: always true."""
+    snap = getattr(obj, "_snap", None)
+    if snap is None:
+        return True
+    own, inner = snap
+    state = _STATES[type(obj)](obj)
+    if len(state) != len(own) or not all(map(is_, state, own)):
+        return False
+    for x, was in inner:
+        now = _STATES[type(x)](x)
+        if len(now) != len(was) or not all(map(is_, now, was)):
+            return False
+    return True
+
+
+def _list_state(x: Any) -> tuple:
+    return tuple(list.__iter__(x))
+
+
+def _dict_state(x: Any) -> tuple:
+    return (*dict.keys(x), *dict.values(x))
+
+
+def _set_state(x: Any) -> tuple:
+    # The table as C code sees it, and the order the form iterates in (a slot).
+    return (x._order, *set.__iter__(x))
+
+
+def _array_state(x: Any) -> tuple:
+    return (x.base, x.dtype, *x.shape, None, *x.strides)
+
+
+def snapshot(value: Any, inner: list) -> tuple:
+    """What `intact` compares: `value`'s own state and that of the read-only containers and
+    array views inside it (`inner`), made for it alone by the same walk."""
+    return (_STATES[type(value)](value), tuple((x, _STATES[type(x)](x)) for x in inner))
 
 
 def _both_canonical(a: Any, b: Any) -> bool:
-    return isinstance(b, Canonical) and key_of(b) is not None and key_of(a) is not None
+    return isinstance(b, Canonical) and getattr(b, "_token", None) is not None and (
+        getattr(a, "_token", None) is not None
+    )
 
 
 def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def __eq__(self: Any, other: Any) -> Any:
-        # Two canonical forms are equal exactly when they are one object: type-exact, so that
-        # JAX never takes a program traced for one to be right for the other.
+        # Two canonical forms are equal exactly when they are of one class (one token) and both
+        # still hold what they were made with: type-exact, so that JAX never takes a program
+        # traced for one to be right for the other, nor one traced before a write into either.
         if _both_canonical(self, other):
-            return self is other
+            return self._token is other._token and intact(self) and intact(other)
         return base_eq(self, other)
 
     return __eq__
@@ -74,20 +146,32 @@ def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
 def _canonical_ne(base_ne: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def __ne__(self: Any, other: Any) -> Any:
         if _both_canonical(self, other):
-            return self is not other
+            return not (self._token is other._token and intact(self) and intact(other))
         return base_ne(self, other)
 
     return __ne__
+
+
+def _own_copy(self: Any) -> Any:
+    # A form of the same class that nothing else holds: a module's copy owns its values, as
+    # the copy of an `equinox.Module` holding a list does.
+    from ._freezer import freeze
+
+    kind = _KIND[type(self)]
+    if kind is np.ndarray:
+        return freeze(self.view(np.ndarray))
+    return freeze(ordered(kind, self._order if kind is set else kind(self)))
 
 
 def _copy_within(copy_plain: Callable[[Any, dict], Any]) -> Callable[[Any, dict], Any]:
     def __deepcopy__(self: Any, memo: dict) -> Any:
         # A deep copy of the value itself (`copy.deepcopy(m.widths)`: the memo is still empty)
         # is the user's, a plain one as a copy of the list assigned is; within a larger copy (a
-        # module's, whose field must stay hashable) it stays this canonical form. (`pickle`
-        # cannot tell the two apart: it keeps the canonical form; `list(x)` is a plain copy.)
-        if memo and key_of(self) is not None:
-            return self
+        # module's, whose field must stay hashable) a canonical form of the same class, of the
+        # copy's own. (`pickle` cannot tell the two apart: it keeps the canonical form;
+        # `list(x)` is a plain copy.)
+        if memo and getattr(self, "_token", None) is not None:
+            return _own_copy(self)
         return copy_plain(self, memo)
 
     return __deepcopy__
@@ -102,19 +186,34 @@ def _kind_name(cls: type) -> str:
     return cls.__name__
 
 
-def _identity_hash(self: Any) -> int:
-    # The originals cannot be hashed: only the registered form, by identity, as it is the one
-    # object of its class.
-    if key_of(self) is None:
+MSG_CHANGED_IN_PLACE = (
+    "The static field `{where}` (a {kind} of a module passed through `eqxstable.stabilize`) was "
+    "changed in place, past its read-only methods (by C code such as `heapq.heappush`, "
+    "`list.append(x, ...)`, `dict.__setitem__(x, ...)` or `set.add(x, ...)`): a program compiled "
+    "for its old value must not run for it, and it can no longer be hashed. Change a copy "
+    "instead (`{kind}(...)` of it), or build a new module with the new value (`eqx.tree_at`)."
+)
+
+
+def _token_hash(self: Any) -> int:
+    # The originals cannot be hashed: only a form that `freeze` made, by its class's token
+    # (every member of the class hashes alike), while it holds what it was made with.
+    token = getattr(self, "_token", None)
+    if token is None:
         raise TypeError(f"unhashable type: {_kind_name(type(self))!r}")
-    return object.__hash__(self)
+    if not intact(self):
+        where = getattr(self, "_where", None)
+        raise TypeError(
+            MSG_CHANGED_IN_PLACE.format(where=where or "?", kind=_kind_name(type(self)))
+        )
+    return object.__hash__(token)
 
 
 class CanonicalList(Canonical, ReadOnlyList):
-    __slots__ = ("_key", "__weakref__")
+    __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(list.__eq__)
     __ne__ = _canonical_ne(list.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyList`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyList.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -123,10 +222,10 @@ class CanonicalList(Canonical, ReadOnlyList):
 
 
 class CanonicalDict(Canonical, ReadOnlyDict):
-    __slots__ = ("_key", "__weakref__")
+    __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(dict.__eq__)
     __ne__ = _canonical_ne(dict.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyDict`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyDict.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -135,10 +234,10 @@ class CanonicalDict(Canonical, ReadOnlyDict):
 
 
 class CanonicalSet(Canonical, ReadOnlySet):
-    __slots__ = ("_key",)  # Sets can be weakly referenced already.
+    __slots__ = ("_token", "_snap", "_where")  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(set.__eq__)
     __ne__ = _canonical_ne(set.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlySet`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlySet.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -147,7 +246,8 @@ class CanonicalSet(Canonical, ReadOnlySet):
 
 
 class CanonicalFrozenSet(Canonical, OrderedFrozenSet):
-    __slots__ = ("_key",)  # Sets can be weakly referenced already.
+    # Immutable: one object per class, shared (its token's `held`).
+    __slots__ = ("_token",)  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(frozenset.__eq__)
     __ne__ = _canonical_ne(frozenset.__ne__)
     # By its items, as `==` with a plain frozenset requires.
@@ -186,7 +286,9 @@ class CanonicalArray(Canonical, np.ndarray):
     What is computed from it (`a + 1`, `a[1:]`, `np.argsort(a)`) is an ordinary array.
     """
 
-    _key: Any = None
+    _token: Any = None
+    _snap: Any = None
+    _where: Any = None
 
     def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
         array = array.view(np.ndarray)
@@ -197,7 +299,7 @@ class CanonicalArray(Canonical, np.ndarray):
 
     __eq__ = _canonical_eq(np.ndarray.__eq__)  # pyright: ignore[reportAssignmentType]
     __ne__ = _canonical_ne(np.ndarray.__ne__)  # pyright: ignore[reportAssignmentType]
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
 
     def __repr__(self) -> str:
         return repr(self.view(np.ndarray))
@@ -221,7 +323,7 @@ def _array_attribute(name: str) -> property:
     getset = getattr(np.ndarray, name)
 
     def setter(self: np.ndarray, value: Any) -> None:
-        if self._key is not None or not self.flags.writeable:  # pyright: ignore
+        if self._token is not None or not self.flags.writeable:  # pyright: ignore
             raise ValueError(MSG_READ_ONLY_ARRAY.format(call=f"ndarray.{name} = ..."))
         getset.__set__(self, value)
 
@@ -263,7 +365,7 @@ def canonical_scalar_class(t: type) -> type:
     cls = _scalar_classes.get(id(t))
     if cls is None:
         namespace = {
-            "_key": None,
+            "_token": None,
             "_base": t,
             "__eq__": _canonical_eq(getattr(t, "__eq__")),
             "__ne__": _canonical_ne(getattr(t, "__ne__")),
@@ -276,3 +378,40 @@ def canonical_scalar_class(t: type) -> type:
         cls = _scalar_classes[id(t)] = type(t.__name__, (t, CanonicalScalar), namespace)
         cls.__module__ = __name__
     return cls
+
+
+# How `intact` reads the state of each owned form, and of the forms inside one.
+_STATES: dict[type, Callable[[Any], tuple]] = {
+    CanonicalList: _list_state,
+    CanonicalDict: _dict_state,
+    CanonicalSet: _set_state,
+    CanonicalArray: _array_state,
+    ReadOnlyList: _list_state,
+    ReadOnlyDict: _dict_state,
+    ReadOnlySet: _set_state,
+    np.ndarray: _array_state,
+}
+# The owned forms: one object per `freeze` (so per module), of the kind assigned.
+OWNED: dict[type, type] = {
+    CanonicalList: list,
+    CanonicalDict: dict,
+    CanonicalSet: set,
+    CanonicalArray: np.ndarray,
+}
+_KIND = OWNED
+
+
+def _eqxstable_class(self: Any) -> Any:
+    # For the keys layer (`K-canonical-form`, which does not import this layer): the token of
+    # an owned form as made, `False` for one changed in place since, `None` for one not made
+    # by `freeze`.
+    token = getattr(self, "_token", None)
+    if token is None:
+        return None
+    return token if intact(self) else False
+
+
+for _cls in OWNED:
+    _cls.eqxstable_canonical_form = True  # pyright: ignore[reportAttributeAccessIssue]
+    _cls.eqxstable_class = _eqxstable_class  # pyright: ignore[reportAttributeAccessIssue]
+del _cls
