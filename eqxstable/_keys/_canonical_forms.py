@@ -25,8 +25,10 @@ def canonical_form(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         return (ndarray_subclass if isinstance(obj, np.ndarray) else mutable)(obj, ctx, content_ok)
     if token is False:
         return unreadable(obj, ctx)
-    # Never substituted by `intern` (each module owns its form): an identity key's flag.
-    ctx.identity = True
+    # Never substituted by `intern` (`ctx.own_eq`, as a partial): its equal twin is another
+    # module's object, which C code may change apart. Equal keys still share a program under
+    # `es.filter_jit`, whose watch of each object sees such a change and traces again.
+    ctx.own_eq = True
     ctx.states.append((obj, canonical_state, (token,)))
     return ("canonical-form", Identity(token))
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ._paths import field_path
 # `_restore` is imported here too: pickles made before the read-back forms moved into
 # `_readonly.py` name it as `eqxstable._module._canonical._restore` (or `eqxstable._canonical`).
 from ._readonly import (
@@ -202,10 +203,8 @@ def _token_hash(self: Any) -> int:
     if token is None:
         raise TypeError(f"unhashable type: {_kind_name(type(self))!r}")
     if not intact(self):
-        where = getattr(self, "_where", None)
-        raise TypeError(
-            MSG_CHANGED_IN_PLACE.format(where=where or "?", kind=_kind_name(type(self)))
-        )
+        where = field_path(getattr(self, "_where", None) or "?")
+        raise TypeError(MSG_CHANGED_IN_PLACE.format(where=where, kind=_kind_name(type(self))))
     return object.__hash__(token)
 
 
