@@ -107,14 +107,17 @@ def _outcome(fn: Callable[[], Any]) -> Any:
 @given(_cases())
 def test_a_c_level_write_changes_no_other_module(case):
     """Differential against plain Equinox (each module owns its value: the eager answer)."""
-    kind, value, (_, write), n = case
+    kind, value, (name, write), n = case
     mine = [M(copy.deepcopy(value)) for _ in range(n)]  # Plain Equinox, no jit.
     ours = [es.stabilize(M(copy.deepcopy(value))) for _ in range(n)]
     got = _outcome(lambda: write(ours[0].w))
     if got[0] == "ok":
         expected = _outcome(lambda: write(mine[0].w))
         assert expected[0] == "ok"
-        assert _plain(ours[0].w) == _plain(mine[0].w)
+        if name == "set.pop":  # Which item goes depends on the table's layout.
+            assert set.__len__(ours[0].w) == len(mine[0].w)
+        else:
+            assert _plain(ours[0].w) == _plain(mine[0].w)
     for theirs, reference in zip(ours[1:], mine[1:]):
         assert _plain(theirs.w) == _plain(reference.w) == _plain(value)
         assert theirs.w == ours[1].w and hash(theirs.w) == hash(ours[1].w)

@@ -12,20 +12,35 @@ read-only, one per equivalence class.
 | tuple, NamedTuple | the same type |
 
 A plain module has no `Static` layer (`_static.py`): the value it stores is what JAX compares, so
-the `Canonical*` forms are hashable, and there is one of each per equivalence class
-(`_freezer.freeze`), compared by identity among themselves: `[1]`, `[1.0]` and `[True]` are
-three forms, never `==`, so they never share a compiled program. Against anything else (a plain
+the `Canonical*` forms are hashable. Each equivalence class has one `Token` (`_freezer.freeze`
+registers it by the class's key), through which its members' `==` and `hash` go: two forms are
+`==` exactly when they share a token, so `[1]`, `[1.0]` and `[True]` are never `==` and never
+share a compiled program, while equal values rebuilt share one. Against anything else (a plain
 `list`) `==` is the original's. Otherwise they behave as the read-back forms (`_readonly.py`)
 that they subclass.
+
+**Each module owns its list, dict, set and array** (`OWNED`): `freeze` makes a new object each
+time (inner read-only containers and array views included), as an `equinox.Module` holding the
+list it was given owns it. Their Python methods refuse a change, but C code writes into a list
+subclass past them (`heapq.heappush`, `bisect.insort`, `list.append(x, ...)`,
+`dict.__setitem__(d, ...)`, `set.add(s, ...)`, `np.ndarray.shape.__set__(a, ...)`): such a write
+changes that module's object alone. Each keeps a snapshot of what it holds, by identity
+(`intact`), which `==` checks (a changed form is unequal to every form, so JAX's cache
+retraces for it rather than run another module's program) and `hash` checks (it raises
+`MSG_CHANGED_IN_PLACE`, naming the field). **Not caught:** plain `equinox.filter_jit` compares
+the node data of the very module object whose program it holds by identity (`is` before `==`),
+and leaves node data out of a `PyTreeDef`'s hash, so a write into *that* module's value runs its
+old program; `eqxstable.filter_jit` watches the form and retraces (`K-canonical-form`). A
+frozenset and a NumPy scalar cannot change: one object per class, shared.
 """
 
 from collections.abc import Callable
-from operator import is_
 from typing import Any
 
 import numpy as np
 
-from ._paths import field_path
+from ._owned import intact, STATES, token_hash
+
 # `_restore` is imported here too: pickles made before the read-back forms moved into
 # `_readonly.py` name it as `eqxstable._module._canonical._restore` (or `eqxstable._canonical`).
 from ._readonly import (
@@ -45,21 +60,9 @@ def _restore_canonical(kind: type, value: Any) -> Any:
     return freeze(ordered(kind, value), lambda x, _: intern(x))
 
 
-class Token:
-    """One equivalence class of the owned forms: what their `==` and `hash` go through. `key`
-    is its table key (`_freezer.py`); `held` keeps alive the objects whose `id` the key holds
-    (the first member's items), so no `id` in it is reused while the token lives."""
-
-    __slots__ = ("key", "held", "__weakref__")
-
-    def __init__(self, key: Any, held: Any):
-        self.key = key
-        self.held = held
-
-
 class Canonical:
     """The marker of the hashable canonical forms. `_token` is set on each one that `freeze`
-    made (`_freezer.py`): the [`Token`][] of its equivalence class. An instance made otherwise
+    made (`_freezer.py`): the `Token` of its equivalence class. An instance made otherwise
     (`type(x)(...)`, a view of an array) has none, is not canonical, and behaves as the
     read-only form."""
 
@@ -84,51 +87,11 @@ def key_of(obj: Any) -> Any:
     return None if token is None else token.key
 
 
-def intact(obj: Any) -> bool:
-    """Whether an owned form (`OWNED`) still holds, by identity, what `freeze` put in it, its
-    inner read-only containers and array views included (C code such as `heapq.heappush` or
-    `list.append(x, 1)` writes into a list subclass past its read-only methods). Other forms
-    cannot change: always true."""
-    snap = getattr(obj, "_snap", None)
-    if snap is None:
-        return True
-    own, inner = snap
-    state = _STATES[type(obj)](obj)
-    if len(state) != len(own) or not all(map(is_, state, own)):
-        return False
-    for x, was in inner:
-        now = _STATES[type(x)](x)
-        if len(now) != len(was) or not all(map(is_, now, was)):
-            return False
-    return True
-
-
-def _list_state(x: Any) -> tuple:
-    return tuple(list.__iter__(x))
-
-
-def _dict_state(x: Any) -> tuple:
-    return (*dict.keys(x), *dict.values(x))
-
-
-def _set_state(x: Any) -> tuple:
-    # The table as C code sees it, and the order the form iterates in (a slot).
-    return (x._order, *set.__iter__(x))
-
-
-def _array_state(x: Any) -> tuple:
-    return (x.base, x.dtype, *x.shape, None, *x.strides)
-
-
-def snapshot(value: Any, inner: list) -> tuple:
-    """What `intact` compares: `value`'s own state and that of the read-only containers and
-    array views inside it (`inner`), made for it alone by the same walk."""
-    return (_STATES[type(value)](value), tuple((x, _STATES[type(x)](x)) for x in inner))
-
-
 def _both_canonical(a: Any, b: Any) -> bool:
-    return isinstance(b, Canonical) and getattr(b, "_token", None) is not None and (
-        getattr(a, "_token", None) is not None
+    return (
+        isinstance(b, Canonical)
+        and getattr(b, "_token", None) is not None
+        and (getattr(a, "_token", None) is not None)
     )
 
 
@@ -158,7 +121,7 @@ def _own_copy(self: Any) -> Any:
     # the copy of an `equinox.Module` holding a list does.
     from ._freezer import freeze
 
-    kind = _KIND[type(self)]
+    kind = OWNED[type(self)]
     if kind is np.ndarray:
         return freeze(self.view(np.ndarray))
     return freeze(ordered(kind, self._order if kind is set else kind(self)))
@@ -178,41 +141,11 @@ def _copy_within(copy_plain: Callable[[Any, dict], Any]) -> Callable[[Any, dict]
     return __deepcopy__
 
 
-def _kind_name(cls: type) -> str:
-    for base in cls.__mro__:
-        if base.__module__ == "builtins":
-            return base.__name__
-        if base.__module__ == "numpy":
-            return f"numpy.{base.__name__}"
-    return cls.__name__
-
-
-MSG_CHANGED_IN_PLACE = (
-    "The static field `{where}` (a {kind} of a module passed through `eqxstable.stabilize`) was "
-    "changed in place, past its read-only methods (by C code such as `heapq.heappush`, "
-    "`list.append(x, ...)`, `dict.__setitem__(x, ...)` or `set.add(x, ...)`): a program compiled "
-    "for its old value must not run for it, and it can no longer be hashed. Change a copy "
-    "instead (`{kind}(...)` of it), or build a new module with the new value (`eqx.tree_at`)."
-)
-
-
-def _token_hash(self: Any) -> int:
-    # The originals cannot be hashed: only a form that `freeze` made, by its class's token
-    # (every member of the class hashes alike), while it holds what it was made with.
-    token = getattr(self, "_token", None)
-    if token is None:
-        raise TypeError(f"unhashable type: {_kind_name(type(self))!r}")
-    if not intact(self):
-        where = field_path(getattr(self, "_where", None) or "?")
-        raise TypeError(MSG_CHANGED_IN_PLACE.format(where=where, kind=_kind_name(type(self))))
-    return object.__hash__(token)
-
-
 class CanonicalList(Canonical, ReadOnlyList):
     __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(list.__eq__)
     __ne__ = _canonical_ne(list.__ne__)
-    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyList`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyList.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -224,7 +157,7 @@ class CanonicalDict(Canonical, ReadOnlyDict):
     __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(dict.__eq__)
     __ne__ = _canonical_ne(dict.__ne__)
-    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyDict`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyDict.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -236,7 +169,7 @@ class CanonicalSet(Canonical, ReadOnlySet):
     __slots__ = ("_token", "_snap", "_where")  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(set.__eq__)
     __ne__ = _canonical_ne(set.__ne__)
-    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlySet`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlySet.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -298,7 +231,7 @@ class CanonicalArray(Canonical, np.ndarray):
 
     __eq__ = _canonical_eq(np.ndarray.__eq__)  # pyright: ignore[reportAssignmentType]
     __ne__ = _canonical_ne(np.ndarray.__ne__)  # pyright: ignore[reportAssignmentType]
-    __hash__ = _token_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
 
     def __repr__(self) -> str:
         return repr(self.view(np.ndarray))
@@ -379,17 +312,14 @@ def canonical_scalar_class(t: type) -> type:
     return cls
 
 
-# How `intact` reads the state of each owned form, and of the forms inside one.
-_STATES: dict[type, Callable[[Any], tuple]] = {
-    CanonicalList: _list_state,
-    CanonicalDict: _dict_state,
-    CanonicalSet: _set_state,
-    CanonicalArray: _array_state,
-    ReadOnlyList: _list_state,
-    ReadOnlyDict: _dict_state,
-    ReadOnlySet: _set_state,
-    np.ndarray: _array_state,
-}
+STATES.update(
+    {
+        CanonicalList: STATES[ReadOnlyList],
+        CanonicalDict: STATES[ReadOnlyDict],
+        CanonicalSet: STATES[ReadOnlySet],
+        CanonicalArray: STATES[np.ndarray],
+    }
+)
 # The owned forms: one object per `freeze` (so per module), of the kind assigned.
 OWNED: dict[type, type] = {
     CanonicalList: list,
@@ -397,7 +327,6 @@ OWNED: dict[type, type] = {
     CanonicalSet: set,
     CanonicalArray: np.ndarray,
 }
-_KIND = OWNED
 
 
 def _eqxstable_class(self: Any) -> Any:
@@ -410,7 +339,6 @@ def _eqxstable_class(self: Any) -> Any:
     return token if intact(self) else False
 
 
-for _cls in OWNED:
-    _cls.eqxstable_canonical_form = True  # pyright: ignore[reportAttributeAccessIssue]
-    _cls.eqxstable_class = _eqxstable_class  # pyright: ignore[reportAttributeAccessIssue]
-del _cls
+for _owned in OWNED:
+    _owned.eqxstable_canonical_form = True  # pyright: ignore[reportAttributeAccessIssue]
+    _owned.eqxstable_class = _eqxstable_class  # pyright: ignore[reportAttributeAccessIssue]

@@ -1,12 +1,13 @@
 """The walk that freezes a static value (`Freezer`), and the plain-module form it makes: `freeze`.
 
 One walk serves both forms. For a plain module (`freeze`) a list, dict, set, frozenset, NumPy
-array or scalar becomes the one canonical form of its class (`_canonical.py`), registered here
-by its key; for a `StableModule` (`freeze_static`, `_static.py`) the value is rebuilt from the
-read-back forms (`_readonly.py`) and the key is its `Static`'s. The key is the structure
-(container types, lengths, dict keys, set order) and the leaves after interning, by identity,
-with NumPy arrays and scalars by dtype, shape and bytes, and the current keys of the leaves that
-can change in place.
+array or scalar becomes a canonical form of its class (`_canonical.py`), whose `Token` is
+registered here by its key (a list, dict, set or array: a new object per call, the module's own;
+a frozenset or scalar: the class's one); for a `StableModule` (`freeze_static`, `_static.py`)
+the value is rebuilt from the read-back forms (`_readonly.py`) and the key is its `Static`'s.
+The key is the structure (container types, lengths, dict keys, set order) and the leaves after
+interning, by identity, with NumPy arrays and scalars by dtype, shape and bytes, and the current
+keys of the leaves that can change in place.
 """
 
 import operator
@@ -21,7 +22,14 @@ import numpy as np
 
 from .._keys import too_many_objects
 from .._keys._per_class import type_ids, TypeTable
-from ._arrays import array_key, canonical_array, mutable_dtype, own_view, private_dtype
+from ._arrays import (
+    array_key,
+    canonical_array,
+    canonical_view,
+    mutable_dtype,
+    own_view,
+    private_dtype,
+)
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -29,11 +37,10 @@ from ._canonical import (
     CanonicalFrozenSet,
     CanonicalList,
     CanonicalSet,
-    snapshot,
-    Token,
     token_of,
 )
 from ._delegate import Delegate, leaf_key, own_eq_class
+from ._owned import snapshot, Token
 from ._plain import MAX_DEPTH
 from ._readonly import OrderedFrozenSet, ReadOnlyDict, ReadOnlyList, ReadOnlySet
 from ._views import VIEW_BASES
@@ -118,11 +125,10 @@ class Freezer:
         # `id` -> (the object, kept alive; what it froze to; where its parts start).
         self.seen: dict[int, tuple[Any, Any, int]] = {}
         # A plain module's walk (`freeze`): the read-only containers and array views it makes
-        # inside a canonical form, which that form alone holds and checks (`_canonical.intact`).
+        # inside a canonical form, which that form alone holds and checks (`_owned.intact`),
+        # and the shared arrays under those views (their `id` is in the key: the token holds them).
         self.plain = canonical
         self.inner: list = []
-        # The shared arrays those views are over, whose `id` the key holds (the token keeps
-        # them alive).
         self.shared: list = []
 
     def __call__(self, obj: Any, path: Any) -> Any:
@@ -194,13 +200,12 @@ class Freezer:
                 # static value's (a list in it reads back read-only), never kept as the user's
                 # lists, which could change under a form keyed by the items' addresses.
                 obj = self._object_items(obj, path)
-            # The one read-only array of this dtype, shape and bytes, handed to no one.
-            array = canonical_array(obj, False)
+            array = canonical_array(obj, False)  # Shared by dtype, shape, bytes; handed to no one.
             parts.extend(array_key(array))
             if canonical:
                 # A `CanonicalArray` of this module's own over its memory (`a.shape = ...`
                 # through `np.ndarray`'s own descriptor changes no other module's).
-                return self._register(_array_view(array), start, path, array)
+                return self._register(canonical_view(array), start, path, array)
             if self.plain:
                 view = own_view(array)
                 self.inner.append(view)
@@ -312,7 +317,7 @@ class Freezer:
                 # (the snapshot's tuples, which no write changes) or the shared array.
                 token = Token(key, value if not owned else (snap, held, self.shared[start[3] :]))
                 if not owned:
-                    value._token = token
+                    value._token = token  # pyright: ignore[reportAttributeAccessIssue]
                 _forms[key] = token
         if not owned:
             return token.held
@@ -365,14 +370,6 @@ def _new(cls: Any, items: list) -> Any:
     return value
 
 
-def _array_view(array: np.ndarray) -> Any:
-    # Over the same immutable `bytes` (or the same own copy: an object or structured array).
-    memory = array.base
-    if type(memory) is bytes:
-        return np.ndarray.__new__(CanonicalArray, array.shape, array.dtype, buffer=memory)
-    return array.view(CanonicalArray)
-
-
 def keep(obj: Any, path: Any) -> Any:
     return obj
 
@@ -380,8 +377,9 @@ def keep(obj: Any, path: Any) -> Any:
 def freeze(obj: Any, leaf: Leaf | None = None, path: Any = None) -> Any:
     """The canonical form of a static value that a plain `equinox.Module` stores: hashable,
     type-exact, and read back as the original (see `_canonical.py`). Lists, dicts, sets,
-    frozensets, NumPy arrays and scalars, at any depth, become the one canonical form of their
-    class; tuples and NamedTuples stay what they are, holding canonical forms; everything else
+    frozensets, NumPy arrays and scalars, at any depth, become canonical forms of their class
+    (lists, dicts, sets and arrays new objects of this call's own); tuples and NamedTuples
+    stay what they are, holding canonical forms; everything else
     is passed to `leaf`. A canonical value is returned as it is.
 
     **Arguments:**
