@@ -100,8 +100,11 @@ def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
         # Two canonical forms are equal exactly when they are of one class (one token) and both
         # still hold what they were made with: type-exact, so that JAX never takes a program
         # traced for one to be right for the other, nor one traced before a write into either.
-        if _both_canonical(self, other):
-            return self._token is other._token and intact(self) and intact(other)
+        token = getattr(self, "_token", None)
+        if token is not None:
+            theirs = getattr(other, "_token", None)
+            if theirs is not None and isinstance(other, Canonical):
+                return token is theirs and intact(self) and intact(other)
         return base_eq(self, other)
 
     return __eq__
