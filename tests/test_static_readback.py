@@ -159,8 +159,9 @@ def compare(original: Any, read: Any, exact_aliases: bool) -> None:
         outcome(lambda: yaml.safe_dump(original)),
     )
     if not exact_aliases and dumped != expected:
-        # In a plain module, equal lists, dicts and sets inside a tuple are one canonical
-        # object, which YAML writes once, with an anchor: the same data when loaded.
+        # One object where the original held two equal ones (a plain module's immutable
+        # forms are one per class; its lists, dicts and sets are each its own): YAML writes it
+        # once, with an anchor: the same data when loaded.
         assert "&id" in dumped[1]
         # (Loaded through `outcome`: YAML cannot load a sequence as a mapping key, either way.)
         assert outcome(lambda: yaml.safe_load(dumped[1])) == outcome(
