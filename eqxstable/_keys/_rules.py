@@ -46,6 +46,7 @@ from . import (
     _registries as reg,
     _values as v,
 )
+from ._canonical_forms import canonical_form
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
@@ -293,6 +294,8 @@ def _resolve(t: type) -> Handler:
     exact = _EXACT.get(id(t))
     if exact is not None:
         return exact
+    if getattr(t, "eqxstable_canonical_form", False) is True:
+        return canonical_form  # K-canonical-form: a plain module's static list, dict, set, array
     if t is clo.closure_function_class():
         # K-closure-function: looked up here, as Equinox's module may be imported after this one
         # (and where Equinox moved the class, it has no row of its own: K-own-eq).

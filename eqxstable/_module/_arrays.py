@@ -108,6 +108,15 @@ def own_view(a: np.ndarray) -> np.ndarray:
     return np.ndarray(a.shape, a.dtype, buffer=memory)
 
 
+def canonical_view(a: np.ndarray) -> Any:
+    """A `CanonicalArray` over the memory of the shared array `a` for one plain module (the
+    same immutable `bytes`, or the same own copy: an object or structured array)."""
+    memory = a.base
+    if type(memory) is bytes:
+        return np.ndarray.__new__(CanonicalArray, a.shape, a.dtype, buffer=memory)
+    return a.view(CanonicalArray)
+
+
 def intact(view: Any, a: np.ndarray) -> bool:
     """Whether `view`, handed out by `own_view(a)`, still is the array `a`: the same memory,
     dtype, shape and strides, read-only (no write can make it writeable: it is over `bytes`)."""

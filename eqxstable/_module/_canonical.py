@@ -12,17 +12,34 @@ read-only, one per equivalence class.
 | tuple, NamedTuple | the same type |
 
 A plain module has no `Static` layer (`_static.py`): the value it stores is what JAX compares, so
-the `Canonical*` forms are hashable, and there is one of each per equivalence class
-(`_freezer.freeze`), compared by identity among themselves: `[1]`, `[1.0]` and `[True]` are
-three forms, never `==`, so they never share a compiled program. Against anything else (a plain
+the `Canonical*` forms are hashable. Each equivalence class has one `Token` (`_freezer.freeze`
+registers it by the class's key), through which its members' `==` and `hash` go: two forms are
+`==` exactly when they share a token, so `[1]`, `[1.0]` and `[True]` are never `==` and never
+share a compiled program, while equal values rebuilt share one. Against anything else (a plain
 `list`) `==` is the original's. Otherwise they behave as the read-back forms (`_readonly.py`)
 that they subclass.
+
+**Each module owns its list, dict, set and array** (`OWNED`): `freeze` makes a new object each
+time (inner read-only containers and array views included), as an `equinox.Module` holding the
+list it was given owns it. Their Python methods refuse a change, but C code writes into a list
+subclass past them (`heapq.heappush`, `bisect.insort`, `list.append(x, ...)`,
+`dict.__setitem__(d, ...)`, `set.add(s, ...)`, `np.ndarray.shape.__set__(a, ...)`): such a write
+changes that module's object alone. Each keeps a snapshot of what it holds, by identity
+(`intact`), which `==` checks (a changed form is unequal to every form, so JAX's cache
+retraces for it rather than run another module's program) and `hash` checks (it raises
+`MSG_CHANGED_IN_PLACE`, naming the field). **Not caught:** plain `equinox.filter_jit` compares
+the node data of the very module object whose program it holds by identity (`is` before `==`),
+and leaves node data out of a `PyTreeDef`'s hash, so a write into *that* module's value runs its
+old program; `eqxstable.filter_jit` watches the form and retraces (`K-canonical-form`). A
+frozenset and a NumPy scalar cannot change: one object per class, shared.
 """
 
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from ._owned import intact, STATES, token_hash
 
 # `_restore` is imported here too: pickles made before the read-back forms moved into
 # `_readonly.py` name it as `eqxstable._module._canonical._restore` (or `eqxstable._canonical`).
@@ -44,28 +61,50 @@ def _restore_canonical(kind: type, value: Any) -> Any:
 
 
 class Canonical:
-    """The marker of the hashable canonical forms. `_key` is set on the one registered instance
-    of each equivalence class (`_freezer.py`); an instance made otherwise (`type(x)(...)`, a view
-    of an array) is not canonical, and behaves as the read-only form."""
+    """The marker of the hashable canonical forms. `_token` is set on each one that `freeze`
+    made (`_freezer.py`): the `Token` of its equivalence class. An instance made otherwise
+    (`type(x)(...)`, a view of an array) has none, is not canonical, and behaves as the
+    read-only form."""
 
     __slots__ = ()
 
 
+def token_of(obj: Any) -> Any:
+    """The `Token` of a canonical form that `freeze` made, else `None` (also for an owned form
+    changed in place since: see `intact`)."""
+    if not isinstance(obj, Canonical):
+        return None
+    token = getattr(obj, "_token", None)
+    if token is None or not intact(obj):
+        return None
+    return token
+
+
 def key_of(obj: Any) -> Any:
-    """The table key of a registered canonical form, else `None`."""
-    return getattr(obj, "_key", None) if isinstance(obj, Canonical) else None
+    """The table key of a canonical form that `freeze` made and that is still as made, else
+    `None`."""
+    token = token_of(obj)
+    return None if token is None else token.key
 
 
 def _both_canonical(a: Any, b: Any) -> bool:
-    return isinstance(b, Canonical) and key_of(b) is not None and key_of(a) is not None
+    return (
+        isinstance(b, Canonical)
+        and getattr(b, "_token", None) is not None
+        and (getattr(a, "_token", None) is not None)
+    )
 
 
 def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def __eq__(self: Any, other: Any) -> Any:
-        # Two canonical forms are equal exactly when they are one object: type-exact, so that
-        # JAX never takes a program traced for one to be right for the other.
-        if _both_canonical(self, other):
-            return self is other
+        # Two canonical forms are equal exactly when they are of one class (one token) and both
+        # still hold what they were made with: type-exact, so that JAX never takes a program
+        # traced for one to be right for the other, nor one traced before a write into either.
+        token = getattr(self, "_token", None)
+        if token is not None:
+            theirs = getattr(other, "_token", None)
+            if theirs is not None and isinstance(other, Canonical):
+                return token is theirs and intact(self) and intact(other)
         return base_eq(self, other)
 
     return __eq__
@@ -74,47 +113,42 @@ def _canonical_eq(base_eq: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
 def _canonical_ne(base_ne: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def __ne__(self: Any, other: Any) -> Any:
         if _both_canonical(self, other):
-            return self is not other
+            return not (self._token is other._token and intact(self) and intact(other))
         return base_ne(self, other)
 
     return __ne__
+
+
+def _own_copy(self: Any) -> Any:
+    # A form of the same class that nothing else holds: a module's copy owns its values, as
+    # the copy of an `equinox.Module` holding a list does.
+    from ._freezer import freeze
+
+    kind = OWNED[type(self)]
+    if kind is np.ndarray:
+        return freeze(self.view(np.ndarray))
+    return freeze(ordered(kind, self._order if kind is set else kind(self)))
 
 
 def _copy_within(copy_plain: Callable[[Any, dict], Any]) -> Callable[[Any, dict], Any]:
     def __deepcopy__(self: Any, memo: dict) -> Any:
         # A deep copy of the value itself (`copy.deepcopy(m.widths)`: the memo is still empty)
         # is the user's, a plain one as a copy of the list assigned is; within a larger copy (a
-        # module's, whose field must stay hashable) it stays this canonical form. (`pickle`
-        # cannot tell the two apart: it keeps the canonical form; `list(x)` is a plain copy.)
-        if memo and key_of(self) is not None:
-            return self
+        # module's, whose field must stay hashable) a canonical form of the same class, of the
+        # copy's own. (`pickle` cannot tell the two apart: it keeps the canonical form;
+        # `list(x)` is a plain copy.)
+        if memo and getattr(self, "_token", None) is not None:
+            return _own_copy(self)
         return copy_plain(self, memo)
 
     return __deepcopy__
 
 
-def _kind_name(cls: type) -> str:
-    for base in cls.__mro__:
-        if base.__module__ == "builtins":
-            return base.__name__
-        if base.__module__ == "numpy":
-            return f"numpy.{base.__name__}"
-    return cls.__name__
-
-
-def _identity_hash(self: Any) -> int:
-    # The originals cannot be hashed: only the registered form, by identity, as it is the one
-    # object of its class.
-    if key_of(self) is None:
-        raise TypeError(f"unhashable type: {_kind_name(type(self))!r}")
-    return object.__hash__(self)
-
-
 class CanonicalList(Canonical, ReadOnlyList):
-    __slots__ = ("_key", "__weakref__")
+    __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(list.__eq__)
     __ne__ = _canonical_ne(list.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyList`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyList.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -123,10 +157,10 @@ class CanonicalList(Canonical, ReadOnlyList):
 
 
 class CanonicalDict(Canonical, ReadOnlyDict):
-    __slots__ = ("_key", "__weakref__")
+    __slots__ = ("_token", "_snap", "_where", "__weakref__")
     __eq__ = _canonical_eq(dict.__eq__)
     __ne__ = _canonical_ne(dict.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlyDict`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlyDict.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -135,10 +169,10 @@ class CanonicalDict(Canonical, ReadOnlyDict):
 
 
 class CanonicalSet(Canonical, ReadOnlySet):
-    __slots__ = ("_key",)  # Sets can be weakly referenced already.
+    __slots__ = ("_token", "_snap", "_where")  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(set.__eq__)
     __ne__ = _canonical_ne(set.__ne__)
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
     # Copies as `ReadOnlySet`'s: plain (`copy.copy` never copies a module's fields).
     __deepcopy__ = _copy_within(ReadOnlySet.__deepcopy__)  # pyright: ignore[reportAssignmentType]
 
@@ -147,7 +181,8 @@ class CanonicalSet(Canonical, ReadOnlySet):
 
 
 class CanonicalFrozenSet(Canonical, OrderedFrozenSet):
-    __slots__ = ("_key",)  # Sets can be weakly referenced already.
+    # Immutable: one object per class, shared (its token's `held`).
+    __slots__ = ("_token",)  # Sets can be weakly referenced already.
     __eq__ = _canonical_eq(frozenset.__eq__)
     __ne__ = _canonical_ne(frozenset.__ne__)
     # By its items, as `==` with a plain frozenset requires.
@@ -186,7 +221,9 @@ class CanonicalArray(Canonical, np.ndarray):
     What is computed from it (`a + 1`, `a[1:]`, `np.argsort(a)`) is an ordinary array.
     """
 
-    _key: Any = None
+    _token: Any = None
+    _snap: Any = None
+    _where: Any = None
 
     def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
         array = array.view(np.ndarray)
@@ -197,7 +234,7 @@ class CanonicalArray(Canonical, np.ndarray):
 
     __eq__ = _canonical_eq(np.ndarray.__eq__)  # pyright: ignore[reportAssignmentType]
     __ne__ = _canonical_ne(np.ndarray.__ne__)  # pyright: ignore[reportAssignmentType]
-    __hash__ = _identity_hash  # pyright: ignore[reportAssignmentType]
+    __hash__ = token_hash  # pyright: ignore[reportAssignmentType]
 
     def __repr__(self) -> str:
         return repr(self.view(np.ndarray))
@@ -221,7 +258,7 @@ def _array_attribute(name: str) -> property:
     getset = getattr(np.ndarray, name)
 
     def setter(self: np.ndarray, value: Any) -> None:
-        if self._key is not None or not self.flags.writeable:  # pyright: ignore
+        if self._token is not None or not self.flags.writeable:  # pyright: ignore
             raise ValueError(MSG_READ_ONLY_ARRAY.format(call=f"ndarray.{name} = ..."))
         getset.__set__(self, value)
 
@@ -263,7 +300,7 @@ def canonical_scalar_class(t: type) -> type:
     cls = _scalar_classes.get(id(t))
     if cls is None:
         namespace = {
-            "_key": None,
+            "_token": None,
             "_base": t,
             "__eq__": _canonical_eq(getattr(t, "__eq__")),
             "__ne__": _canonical_ne(getattr(t, "__ne__")),
@@ -276,3 +313,35 @@ def canonical_scalar_class(t: type) -> type:
         cls = _scalar_classes[id(t)] = type(t.__name__, (t, CanonicalScalar), namespace)
         cls.__module__ = __name__
     return cls
+
+
+STATES.update(
+    {
+        CanonicalList: STATES[ReadOnlyList],
+        CanonicalDict: STATES[ReadOnlyDict],
+        CanonicalSet: STATES[ReadOnlySet],
+        CanonicalArray: STATES[np.ndarray],
+    }
+)
+# The owned forms: one object per `freeze` (so per module), of the kind assigned.
+OWNED: dict[type, type] = {
+    CanonicalList: list,
+    CanonicalDict: dict,
+    CanonicalSet: set,
+    CanonicalArray: np.ndarray,
+}
+
+
+def _eqxstable_class(self: Any) -> Any:
+    # For the keys layer (`K-canonical-form`, which does not import this layer): the token of
+    # an owned form as made, `False` for one changed in place since, `None` for one not made
+    # by `freeze`.
+    token = getattr(self, "_token", None)
+    if token is None:
+        return None
+    return token if intact(self) else False
+
+
+for _owned in OWNED:
+    _owned.eqxstable_canonical_form = True  # pyright: ignore[reportAttributeAccessIssue]
+    _owned.eqxstable_class = _eqxstable_class  # pyright: ignore[reportAttributeAccessIssue]

@@ -1,12 +1,13 @@
 """The walk that freezes a static value (`Freezer`), and the plain-module form it makes: `freeze`.
 
 One walk serves both forms. For a plain module (`freeze`) a list, dict, set, frozenset, NumPy
-array or scalar becomes the one canonical form of its class (`_canonical.py`), registered here
-by its key; for a `StableModule` (`freeze_static`, `_static.py`) the value is rebuilt from the
-read-back forms (`_readonly.py`) and the key is its `Static`'s. The key is the structure
-(container types, lengths, dict keys, set order) and the leaves after interning, by identity,
-with NumPy arrays and scalars by dtype, shape and bytes, and the current keys of the leaves that
-can change in place.
+array or scalar becomes a canonical form of its class (`_canonical.py`), whose `Token` is
+registered here by its key (a list, dict, set or array: a new object per call, the module's own;
+a frozenset or scalar: the class's one); for a `StableModule` (`freeze_static`, `_static.py`)
+the value is rebuilt from the read-back forms (`_readonly.py`) and the key is its `Static`'s.
+The key is the structure (container types, lengths, dict keys, set order) and the leaves after
+interning, by identity, with NumPy arrays and scalars by dtype, shape and bytes, and the current
+keys of the leaves that can change in place.
 """
 
 import operator
@@ -21,7 +22,14 @@ import numpy as np
 
 from .._keys import too_many_objects
 from .._keys._per_class import type_ids, TypeTable
-from ._arrays import array_key, canonical_array, mutable_dtype, private_dtype
+from ._arrays import (
+    array_key,
+    canonical_array,
+    canonical_view,
+    mutable_dtype,
+    own_view,
+    private_dtype,
+)
 from ._canonical import (
     canonical_scalar_class,
     CanonicalArray,
@@ -29,16 +37,18 @@ from ._canonical import (
     CanonicalFrozenSet,
     CanonicalList,
     CanonicalSet,
-    key_of,
+    token_of,
 )
 from ._delegate import Delegate, leaf_key, own_eq_class
+from ._owned import snapshot, Token
 from ._plain import MAX_DEPTH
 from ._readonly import OrderedFrozenSet, ReadOnlyDict, ReadOnlyList, ReadOnlySet
 from ._views import VIEW_BASES
 
 
-# `table_key(...)` -> the canonical form that `freeze` stores in a plain module's static field.
-_forms: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+# `table_key(...)` -> the `Token` of that equivalence class of the canonical forms that `freeze`
+# stores in a plain module's static field (held by its members, so alive while one is).
+_forms: "weakref.WeakValueDictionary[tuple, Token]" = weakref.WeakValueDictionary()
 _lock = threading.RLock()
 
 Leaf = Callable[[Any, Any], Any]
@@ -92,6 +102,9 @@ class Freezer:
         "seen",
         "delegate",
         "delegates",
+        "plain",
+        "inner",
+        "shared",
     )
 
     def __init__(self, leaf: Leaf, canonical: bool):
@@ -111,6 +124,12 @@ class Freezer:
         self.canonical = canonical
         # `id` -> (the object, kept alive; what it froze to; where its parts start).
         self.seen: dict[int, tuple[Any, Any, int]] = {}
+        # A plain module's walk (`freeze`): the read-only containers and array views it makes
+        # inside a canonical form, which that form alone holds and checks (`_owned.intact`),
+        # and the shared arrays under those views (their `id` is in the key: the token holds them).
+        self.plain = canonical
+        self.inner: list = []
+        self.shared: list = []
 
     def __call__(self, obj: Any, path: Any) -> Any:
         if self.depth >= _MAX_DEPTH:
@@ -167,12 +186,13 @@ class Freezer:
         parts = self.parts
         canonical = self.canonical
         if canonical:
-            key = key_of(obj)
-            if _reusable(key) and (_forms.get(key) is obj or kind is np.ndarray):
-                # Already the canonical form (alive, so still the one in its table); its key is
-                # what a walk of it appends.
-                parts.extend(key)
+            token = token_of(obj)
+            if token is not None and _reusable(token.key) and _forms.get(token.key) is token:
+                # Already a canonical form as made (its token alive, so still the one in its
+                # table); its key is what a walk of it appends.
+                parts.extend(token.key)
                 return obj
+        start = (len(parts), len(self.changeable), len(self.inner), len(self.shared))
         if kind is np.ndarray:
             self.has_array = True
             if obj.dtype.hasobject:
@@ -180,10 +200,18 @@ class Freezer:
                 # static value's (a list in it reads back read-only), never kept as the user's
                 # lists, which could change under a form keyed by the items' addresses.
                 obj = self._object_items(obj, path)
-            array = canonical_array(obj, canonical)
+            array = canonical_array(obj, False)  # Shared by dtype, shape, bytes; handed to no one.
             parts.extend(array_key(array))
+            if canonical:
+                # A `CanonicalArray` of this module's own over its memory (`a.shape = ...`
+                # through `np.ndarray`'s own descriptor changes no other module's).
+                return self._register(canonical_view(array), start, path, array)
+            if self.plain:
+                view = own_view(array)
+                self.inner.append(view)
+                self.shared.append(array)
+                return view
             return array
-        start = (len(parts), len(self.changeable))
         # Inside a canonical form, which is compared as a whole: the read-only forms.
         self.canonical = False
         try:
@@ -203,7 +231,11 @@ class Freezer:
                 value = self._set(obj, kind, items, canonical)
         finally:
             self.canonical = canonical
-        return self._register(value, start) if canonical else value
+        if canonical:
+            return self._register(value, start, path)
+        if self.plain and kind is not frozenset:
+            self.inner.append(value)
+        return value
 
     def _object_items(self, obj: np.ndarray, path: Any) -> np.ndarray:
         self.parts.append((np.ndarray, "object items", obj.size))
@@ -264,21 +296,35 @@ class Freezer:
             return obj if type(obj) is t else np.asarray(obj)[()]
         cls = canonical_scalar_class(t)
         made = cls(np.asarray(obj)[()])
-        start = (len(self.parts), len(self.changeable))
+        start = (len(self.parts), len(self.changeable), len(self.inner), len(self.shared))
         self.parts.append(part)
         if type(made) is not cls:
             # NumPy hands out its own two `bool` scalars, whatever the class asked for.
             return obj
-        return self._register(made, start)
+        return self._register(made, start, path)
 
-    def _register(self, value: Any, start: tuple[int, int]) -> Any:
+    def _register(self, value: Any, start: tuple[int, ...], path: Any, held: Any = None) -> Any:
+        """`value` as a member of its equivalence class (its `Token`, made if new). A list,
+        dict, set or array (an owned form) is `value` itself, this walk's own, with a snapshot
+        of what it holds; an immutable one (a frozenset, a NumPy scalar) is the class's one."""
         key = table_key(tuple(self.parts[start[0] :]), tuple(self.changeable[start[1] :]))
+        owned = not isinstance(value, (CanonicalFrozenSet, np.generic))
+        snap = snapshot(value, self.inner[start[2] :]) if owned else None
         with _lock:
-            found = _forms.get(key)
-            if found is None:
-                value._key = key
-                _forms[key] = found = value
-        return found
+            token = _forms.get(key)
+            if token is None:
+                # The token keeps alive what the key names by `id`: the first member's items
+                # (the snapshot's tuples, which no write changes) or the shared array.
+                token = Token(key, value if not owned else (snap, held, self.shared[start[3] :]))
+                if not owned:
+                    value._token = token  # pyright: ignore[reportAttributeAccessIssue]
+                _forms[key] = token
+        if not owned:
+            return token.held
+        value._token = token
+        value._snap = snap
+        value._where = path
+        return value
 
     def _leaf(self, obj: Any, path: Any) -> Any:
         x = self.leaf(obj, path)
@@ -331,8 +377,9 @@ def keep(obj: Any, path: Any) -> Any:
 def freeze(obj: Any, leaf: Leaf | None = None, path: Any = None) -> Any:
     """The canonical form of a static value that a plain `equinox.Module` stores: hashable,
     type-exact, and read back as the original (see `_canonical.py`). Lists, dicts, sets,
-    frozensets, NumPy arrays and scalars, at any depth, become the one canonical form of their
-    class; tuples and NamedTuples stay what they are, holding canonical forms; everything else
+    frozensets, NumPy arrays and scalars, at any depth, become canonical forms of their class
+    (lists, dicts, sets and arrays new objects of this call's own); tuples and NamedTuples
+    stay what they are, holding canonical forms; everything else
     is passed to `leaf`. A canonical value is returned as it is.
 
     **Arguments:**
@@ -350,7 +397,7 @@ def freeze(obj: Any, leaf: Leaf | None = None, path: Any = None) -> Any:
     t = type(obj)
     if id(t) in _ATOMS:
         return obj
-    key = key_of(obj)
-    if _reusable(key) and _forms.get(key) is obj:
+    token = token_of(obj)
+    if token is not None and _reusable(token.key) and _forms.get(token.key) is token:
         return obj
     return Freezer(keep if leaf is None else leaf, canonical=True)(obj, path)

@@ -32,7 +32,7 @@ import numpy as np
 from ._arrays import intact
 from ._paths import type_name
 from ._plain import MAX_DEPTH
-from ._readonly import ReadOnlyDict, ReadOnlyList
+from ._readonly import ReadOnlyDict, ReadOnlyList, ReadOnlySet
 
 
 MSG_CHANGED = (
@@ -131,7 +131,7 @@ def check_kind(value: Any) -> int:
 
 
 def _deep(x: Any) -> bool:
-    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple, np.ndarray))
+    return isinstance(x, (ReadOnlyList, ReadOnlyDict, ReadOnlySet, tuple, np.ndarray))
 
 
 def _raise_if_changed(obj: Any, name: str, value: Any, copy: Any) -> None:
@@ -143,6 +143,8 @@ def _raise_if_changed(obj: Any, name: str, value: Any, copy: Any) -> None:
     where, what = found
     cls = type_name(type(obj))
     kind = "dict" if isinstance(value, dict) else "list" if isinstance(value, list) else "value"
+    if isinstance(value, set):
+        kind = "set"
     if type(value) is np.ndarray:
         kind = "array"
     raise TypeError(
@@ -200,6 +202,15 @@ def _difference(
             found = _difference(dict.__getitem__(value, k), b, f"{where}[{k!r}]", memo, depth, same)
             if found is not None:
                 return found
+        return None
+    if t is ReadOnlySet:
+        # The module's own copy (`_plain.py`), written into by C code (`set.add(s, x)`): its
+        # items by identity (the frozen set holds its own, so no `id` is reused), and its order.
+        if type(copy) is not ReadOnlySet or copy._order is not value._order:
+            return (where, f"it was replaced by {_repr.repr(copy)}")
+        items = list(set.__iter__(copy))
+        if len(items) != len(value._order) or {id(x) for x in items} != set(map(id, value._order)):
+            return (where, f"it holds {_repr.repr(set(items))}, not {_repr.repr(value)}")
         return None
     if t is np.ndarray:
         # A view of the module's own (`_arrays.own_view`): its attributes assigned in place.

@@ -13,7 +13,8 @@ A NumPy array is handed out as a read-only view of the module's own over the sha
 memory (`_arrays.own_view`): NumPy lets `a.shape = ...` and `a.dtype = ...` change even a
 read-only array, and that must change no other module's value. A set stays a `ReadOnlySet` (a set
 is a leaf to JAX either way, and a plain set could iterate in another order than the original
-did), as do the other read-back forms.
+did), a copy of the module's own: C code (`set.add(s, x)`) writes past its read-only methods,
+and must change no other module's set (the next read raises, `_handed.py`).
 """
 
 import functools as ft
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import own_view
-from ._readonly import ReadOnlyDict, ReadOnlyList
+from ._readonly import ReadOnlyDict, ReadOnlyList, ReadOnlySet
 
 
 # Deeper than this, the walk that freezes a static value keeps the rest as one leaf (`_freezer.py`
@@ -46,7 +47,7 @@ def reader(value: Any) -> Callable[[], Any] | None:
 
 
 def _deep(x: Any) -> bool:
-    return isinstance(x, (ReadOnlyList, ReadOnlyDict, tuple, np.ndarray))
+    return isinstance(x, (ReadOnlyList, ReadOnlyDict, ReadOnlySet, tuple, np.ndarray))
 
 
 def plain(value: Any) -> Any:
@@ -74,6 +75,15 @@ def _walk(value: Any, memo: dict[int, Any], depth: int) -> Any:
     if t is np.ndarray:
         # The shared read-only array, as a view of this module's own (`_arrays.own_view`).
         return own_view(value)
+    if t is ReadOnlySet:
+        i = id(value)
+        out = memo.get(i)
+        if out is None:
+            # Its table copied from the frozen one (`set.__init__` of a set), its order kept.
+            out = memo[i] = ReadOnlySet.__new__(ReadOnlySet)
+            set.__init__(out, value)
+            out._order = value._order
+        return out
     if isinstance(value, tuple) and (t is tuple or hasattr(value, "_make")):
         items = [_walk(x, memo, depth) for x in value]
         if all(a is b for a, b in zip(items, value)):
