@@ -12,7 +12,7 @@ import equinox as eqx
 from ._class_entries import entry, generated as generated, SKIPPED
 from ._context import compound, Ctx, identity, key
 from ._origin import library_class
-from ._registries import virtual_bases
+from ._registries import library_class_data, virtual_bases
 from ._state import added_state, extra_attrs, hidden_state, holds_data, unreadable
 from ._structure import _registered, registry_entry
 from ._types import Equal, Namespace
@@ -80,8 +80,14 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
     # `__annotations__`, compared by its own `==`) is the same object for both readers, and does
     # not stop `intern` from substituting what reads the class (as for `_registered_key`).
     own_eq = ctx.own_eq
+    library_data = ()
     for c in cls.__mro__:
-        if c is object or library_class(c):
+        if c is object:
+            continue
+        if library_class(c):
+            # A library base: its code is constant, its plain class attributes are data
+            # (`K-library-code`), read through this class (`Enc.item_separator`).
+            library_data = library_data or library_class_data(c, ctx)
             continue
         d = c.__dict__
         ctx.states.append((c, _class_state, _class_state(c)))
@@ -121,6 +127,7 @@ def user_class(cls: type, ctx: Ctx, content_ok: bool) -> Any:
         tuple(out),
         node,
         virtual,
+        library_data,
     )
 
 

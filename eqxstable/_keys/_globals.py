@@ -28,6 +28,7 @@ from ._origin import (
 )
 from ._per_class import type_ids
 from ._pure import pure_library
+from ._registries import library_class_data
 from ._state import impure_library, slots_of
 from ._types import Namespace
 from ._watch import MISSING, size
@@ -191,6 +192,12 @@ def _module_attrs(
                 if type(inner) is not Namespace:
                     parts.append((attr, inner))
                 continue
+            if isinstance(v, type):
+                # A library class's code is constant; its plain class attributes are data
+                # (`eqx.nn.Linear.SCALE = 3.0`: `K-library-code`).
+                data = library_class_data(v, ctx)
+                if data:
+                    parts.append((attr, data))
             if pure_library(v):
                 continue
             # `os.getenv`, `np.get_printoptions`, `np.random` (then `.rand`): what it reads when

@@ -132,13 +132,48 @@ def library_class(cls: type, ctx: Ctx) -> Any:
     entry = _REGISTRY.get(cls, MISSING)
     ctx.names.append((_REGISTRY, cls, entry))
     token = virtual_bases(cls, ctx)
+    data = library_class_data(cls, ctx)
     if entry is MISSING:
-        return ("library-class", Namespace(cls), token)
+        return ("library-class", Namespace(cls), token, data)
     if issubclass(cls, eqx.Module):
         # Equinox registers every module class as it is made, with code it generates from the
         # fields (library code, constant), so it is never seen unregistered.
-        return ("library-class", Namespace(cls), token, "module")
-    return ("library-class", Namespace(cls), token, tuple([_node_fn(f, ctx) for f in entry[:2]]))
+        return ("library-class", Namespace(cls), token, data, "module")
+    nodes = tuple([_node_fn(f, ctx) for f in entry[:2]])
+    return ("library-class", Namespace(cls), token, data, nodes)
+
+
+# The types of a class attribute that is data, not code: a value a program may rebind
+# (`json.JSONEncoder.item_separator = ",  "`, `eqx.nn.Linear.SCALE = 3.0`).
+_DATA = frozenset([int, float, complex, str, bytes, bool, type(None)])
+_HEAPTYPE = 1 << 9
+_NAMESPACE = type.__dict__["__dict__"].__get__
+_FLAGS = type.__dict__["__flags__"].__get__
+_MRO = type.__dict__["__mro__"].__get__
+
+
+def library_class_data(cls: type, ctx: Ctx) -> tuple:
+    """`K-library-code`: the data of a library class and its library bases: the class attributes
+    holding a plain value (a number, string, bytes, `None`, or a tuple of such), which a program
+    may rebind (`json.JSONEncoder.item_separator`), unlike the class's code. By name and value,
+    each entry watched; a C type's namespace cannot change, and is left out."""
+    out = []
+    for c in _MRO(cls):
+        if not _FLAGS(c) & _HEAPTYPE:
+            continue
+        ns = _NAMESPACE(c)
+        for name, value in ns.items():
+            if _is_data(value) and not (name[:2] == "__" and name[-2:] == "__"):
+                ctx.names.append((ns, name, value))
+                out.append((name, type(value), value))
+    return tuple(out)
+
+
+def _is_data(value: Any) -> bool:
+    t = type(value)
+    if t in _DATA:
+        return True
+    return t is tuple and len(value) <= 16 and all(type(v) in _DATA for v in value)
 
 
 def _node_fn(f: Any, ctx: Ctx) -> Any:
