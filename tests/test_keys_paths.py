@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -380,4 +381,26 @@ def test_a_reader_keyed_on_its_own_is_another_reader_inside_a_rebuilt_function(h
     FILE.write_text("3.0")
     monkeypatch.setenv("EQXSTABLE_TEST_SCALE", "3.0")
     assert float(es.filter_jit(make())(x)) == float(make()(x)) == 6.0
+    assert es.stable_key(make()) != es.stable_key(make())
+
+
+def _memmap_reader():
+    # NumPy's readers of a file named by text (`np.lib.format.open_memmap`, defined in
+    # `numpy.lib._format_impl`; `np.rec.fromfile`): library functions that read files
+    # (`K-impure-library`), never on the allowlist of those computing from their arguments.
+    def f(x, name=TEXT):
+        return x * np.lib.format.open_memmap(name)[0]
+
+    return f
+
+
+def _records_reader():
+    def f(x, name=TEXT):
+        return x * np.rec.fromfile(name, dtype="f4")[0]["f0"]
+
+    return f
+
+
+@pytest.mark.parametrize("make", [_memmap_reader, _records_reader])
+def test_numpy_file_readers_make_their_reader_never_shared(make):
     assert es.stable_key(make()) != es.stable_key(make())
