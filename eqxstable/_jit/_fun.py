@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax.tree_util as jtu
 
-from .._keys import stable_key
+from .._keys import Key, stable_key, too_many_objects
 from ._node_data import node_data
 
 
@@ -52,4 +52,16 @@ def static_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -
             static = (parts.template, tuple(node_data(parts.treedef, list(parts.template))))
     else:
         static = fun
-    return stable_key((parts.treedef, static, donated_args, jitkwargs))
+    # The function keyed on its own (the same function keeps its key through the memo, also where
+    # it reads state no key sees: a new wrapper of it finds its program, as under Equinox), the
+    # rest beside it; one key, equal to nothing where either part is (`too_many_objects`).
+    fun_key = stable_key(static)
+    rest = stable_key((parts.treedef, donated_args, jitkwargs))
+    for part in (fun_key, rest):
+        if too_many_objects(part):
+            return part
+    return Key(
+        (fun_key.parts, rest.parts),
+        fun_key.identity or rest.identity,
+        fun_key.substitutable and rest.substitutable,
+    )

@@ -44,7 +44,11 @@ def compute(obj: Any) -> tuple[Key, Watch]:
     if not ctx.copied_arrays and not _holds_itself(parts, obj):
         # Not when an array was keyed by contents: `intern` hands out a read-only copy of the
         # object, and the original stays writable, so its key must be computed afresh.
-        remember(obj, result, watch, not (ctx.stack.done or ctx.stack.cut))
+        # Spliced into another object's key only where its parts mean the same there: not
+        # where they number objects of its own walk, nor where they stand for state no key sees
+        # (`ctx.unread`): a function reading a file or `os.environ`, keyed on its own once, is
+        # itself for its own wrappers, but a rebuilt function calling it is another reader.
+        remember(obj, result, watch, not (ctx.stack.done or ctx.stack.cut or ctx.unread))
     return result, watch
 
 

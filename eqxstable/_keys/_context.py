@@ -75,6 +75,7 @@ class Ctx:
         "memo",
         "own_eq",
         "abc_token",
+        "unread",
     )
 
     def __init__(self, by_value: bool = False) -> None:
@@ -99,6 +100,10 @@ class Ctx:
         # `abc`'s cache token once this computation watches it (`_registries.watch_abc_token`):
         # one state per key, however many classes it keys.
         self.abc_token: Any = None
+        # Whether some part stands for state no key sees (`K-opaque`, `K-impure-library`: a key
+        # equal to nothing): the memo then keeps this key for this object alone, never spliced
+        # into another object's key (a rebuilt reader of this very function is another reader).
+        self.unread = False
 
     def watch(self) -> Watch:
         return batched_watch(tuple(self.states), tuple(self.names), tuple(self.blobs))

@@ -4,7 +4,6 @@ the modules it imports, keyed by `_globals.py` and followed into the user's own 
 and modules)."""
 
 import builtins
-import pathlib
 import types
 from typing import Any
 
@@ -144,10 +143,8 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # part of what `f` computes; the very list, as `list.append` writes into it (the cell
             # holding it is watched, `fn_state`).
             part = (_LOG, identity(contents, ctx))
-        elif isinstance(contents, pathlib.Path) and not library:
-            # A concrete path: its methods read the file system (`K-impure-library`).
-            part = impure_library("pathlib.Path (the file system)", ctx)
         else:
+            # (A concrete path here is a key equal to nothing, as anywhere it is reached: `K-path`.)
             part = key(contents, ctx, False)
         if not is_sealed:
             # A loop variable, or one a `nonlocal` setter may rebind: never shared with a

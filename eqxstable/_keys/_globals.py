@@ -60,16 +60,21 @@ def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
         return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
     if attrs is not None and type(value) is np.ndarray and _ARRAY_META.issuperset(attrs):
         return array_meta(value, ctx)
-    if isinstance(value, pathlib.Path) and not _PATH_TEXT.issuperset(attrs or ("",)):
-        # A concrete path whose reader may call its methods (`CFG.read_text()`, `CFG.stat()`,
-        # `CFG / "x"` passed on): what the file system holds is library data no key sees, as
-        # through `open(CFG)`. Read only for its text (`CFG.name`): keyed by it (`K-path`).
-        return impure_library("pathlib.Path (the file system)", ctx)
+    if _concrete_path(type(value)) and attrs and _PATH_TEXT.issuperset(attrs):
+        # A concrete path read only for its text (`CFG.name`): keyed by it. Read any other way
+        # (`CFG.read_text()`, `CFG / "x"`, passed on), it is what the file system holds, which no
+        # key sees, as anywhere a path is reached (`K-path`, `_library.path`).
+        return (type(value), str(value))
     if isinstance(value, type) and library_class(value) and not pure_library(value):
         # A library class read by the function: its class methods may read library state
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
         return impure_library(value, ctx)
     return key(value, ctx, False)
+
+
+def _concrete_path(t: type) -> bool:
+    # By identity: a user's metaclass may call its class equal to `PosixPath`.
+    return t is pathlib.PosixPath or t is pathlib.WindowsPath
 
 
 # What a reader may read of a concrete path without the file system: text, never another path.

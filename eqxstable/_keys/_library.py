@@ -8,6 +8,7 @@ Each handler here is a row of the table in `README.md` (its id is given in the d
 """
 
 import decimal
+import pathlib
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from . import _dtypes
 from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
 from ._per_class import type_ids
-from ._state import unreadable
+from ._state import impure_library, unreadable
 from ._types import Equal, Namespace
 from ._watch import size
 
@@ -111,9 +112,24 @@ def zoneinfo_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 
 def path(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-path`: exact type and the path as text (a pure path is immutable; a concrete path
-    holds nothing but its text: what the file system holds is never part of a key)."""
-    return (type(obj), str(obj))
+    """`K-path`: exact type and the path as text. A pure path is immutable and computes with its
+    text alone: so keyed wherever it is met. A concrete path (`PosixPath`, `WindowsPath`) holds
+    nothing but its text too, yet its methods read the file system, which no key sees: on its
+    own (`stable_key(p)`, a static argument that is the path itself, which Equinox compares by
+    `==`) it is its text; reached by anything (a function's default, cell or global, a
+    partial's argument, a container, an object's attribute, node data) it is a key equal to
+    nothing (`K-impure-library`), so that its reader is never shared, however it holds it, as
+    under `equinox.filter_jit`. One rule, by depth as for `K-opaque`: no handler's list of
+    places to forget, and no memo to mix the two (a path is no `compound` object, and every
+    object holding one is keyed with it as reached, wherever that object is met)."""
+    t = type(obj)
+    if ctx.depth and (t is pathlib.PosixPath or t is pathlib.WindowsPath):
+        return impure_library(FILE_SYSTEM, ctx)
+    return (t, str(obj))
+
+
+# What a concrete path's methods read, named in its reader's key (the jit layer's miss shows it).
+FILE_SYSTEM = "pathlib.Path (the file system)"
 
 
 @compound

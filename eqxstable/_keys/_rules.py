@@ -51,7 +51,7 @@ from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import library_class, own_class
 from ._per_class import TypeTable
-from ._state import unreadable
+from ._state import impure_library, unreadable
 from ._types import Identity, MutableKey
 from ._watch import ArrayState
 
@@ -281,6 +281,15 @@ def _served(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     return unreadable(obj, ctx)
 
 
+def _path_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
+    # `K-path`: a user's subclass of a concrete path (`class P(type(Path()))`): on its own, an
+    # object with an `==` of its own (`K-own-eq`); reached by anything, a key equal to nothing,
+    # as a concrete path is (its inherited methods read the file system).
+    if ctx.depth:
+        return impure_library(lib.FILE_SYSTEM, ctx)
+    return cl.own_eq(obj, ctx, content_ok)
+
+
 def resolve(t: type) -> Handler:
     """Chooses the handler for objects of exactly type `t`: the table's row for `t`."""
     if issubclass(t, PRIMITIVE):
@@ -338,6 +347,8 @@ def _resolve(t: type) -> Handler:
         return lib.jax_value  # K-jax-value
     if id(t) in lib.KEY_PATH_ENTRY_IDS:
         return lib.key_path_entry  # K-key-path
+    if issubclass(t, pathlib.Path):
+        return _path_subclass  # K-path
     eq = _defines_eq(t)
     if (
         dataclasses.is_dataclass(t)

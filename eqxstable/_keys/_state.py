@@ -337,6 +337,7 @@ def unreadable(obj: Any, ctx: Ctx) -> Any:
     ctx.identity = True
     if ctx.depth == 0:
         return Identity(obj)
+    ctx.unread = True
     return ("opaque", Identity(_Unread()))
 
 
@@ -348,6 +349,7 @@ def impure_library(obj: Any, ctx: Ctx) -> Any:
     by no key: its reader gets a key equal to nothing, as with `unreadable`, and keeps it through
     the memo. The part names the callable, for the jit layer's account of the miss."""
     ctx.identity = True
+    ctx.unread = True
     return ("library-state", describe_library(obj), Identity(_Unread()))
 
 
