@@ -124,10 +124,27 @@ def _reader(v, read):
     return lambda x: x * read(v)
 
 
+class _SlotlessQ(_Base):
+    __slots__ = ()
+
+
+class _SlotlessUnits(int):
+    __slots__ = ()
+
+
 def test_plain_values_are_still_substituted():
     assert es.intern(_Base(1.0)) is es.intern(_Base(1.0))
-    assert es.intern(Q(1.0)) is es.intern(Q(1.0))  # Its `__dict__` is empty.
-    assert es.intern(Units(4)) is es.intern(Units(4))
+    # A subclass whose instances cannot take attributes later.
+    assert es.intern(_SlotlessQ(1.0)) is es.intern(_SlotlessQ(1.0))
+    assert es.intern(_SlotlessUnits(4)) is es.intern(_SlotlessUnits(4))
+    # Its `__dict__` is empty, but `q.scale = 3.0` may come after `intern` (`Q.__call__` reads
+    # it): equal keys, never substituted (tests/test_registry_self_reference.py).
+    q1, q2 = Q(1.0), Q(1.0)
+    assert es.stable_key(q1) == es.stable_key(q2)
+    assert es.intern(q1) is q1 and es.intern(q2) is q2
+    u1, u2 = Units(4), Units(4)
+    assert es.stable_key(u1) == es.stable_key(u2)
+    assert es.intern(u1) is u1 and es.intern(u2) is u2
     f = Frozen(1.0)
     assert es.intern(Frozen(1.0)) is es.intern(f)
 

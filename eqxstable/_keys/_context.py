@@ -283,6 +283,11 @@ def compound(fn: Handler) -> Handler:
         if depth is not None:
             if depth < walk.low:
                 walk.low = depth
+            back = walk.back
+            if back is None:
+                walk.back = {i}
+            else:
+                back.add(i)
             return ("cycle", ctx.depth - depth)
         here = ctx.depth
         slot = i << 1 | (1 if content_ok else 0)

@@ -268,7 +268,7 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         if imported is None:
             return identity(f, ctx)
         globals_read += imported
-    return FunctionKey(
+    parts = FunctionKey(
         "fn",
         code,
         # Through a weak handle: generated code's namespace holds the function itself.
@@ -289,3 +289,12 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
         # A library function's annotations are part of its code, constant like it.
         () if library else _annotations(f, ctx),
     )
+    back = ctx.stack.back
+    if back is not None and not library and id(f) in back:
+        # Its state reaches the function itself (a closure cell, a default or a global holding
+        # it: `getattr(act, "temperature", 1.0)` inside `act`): it may use its own object as
+        # state, which its owner may change later (`m2.act.temperature = 5.0`). An equal function
+        # elsewhere is another object, so `intern` never hands out one for the other
+        # (`ctx.own_eq`); keyed by value still, and watched, for the jit caches.
+        ctx.own_eq = True
+    return parts

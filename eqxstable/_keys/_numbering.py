@@ -15,7 +15,18 @@ class Walk(dict):
     computations a handler starts inside it (a `Ctx(by_value=True)` given the same `stack`), so
     the budget and the cycle bookkeeping see them."""
 
-    __slots__ = ("walked", "low", "reach", "frozen", "linear", "done", "cuts", "cut", "numbers")
+    __slots__ = (
+        "walked",
+        "low",
+        "reach",
+        "frozen",
+        "linear",
+        "done",
+        "cuts",
+        "cut",
+        "numbers",
+        "back",
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,6 +55,9 @@ class Walk(dict):
         self.reach = 0
         # The tuples and frozensets keyed by identity (`frozen_scalars`), by `id`.
         self.frozen: dict[int, Any] = {}
+        # The `id`s of the objects a back-reference pointed to (a cycle through them): a function
+        # whose state reaches itself (`_functions.function`). Made at the first one.
+        self.back: set[int] | None = None
 
 
 _NOWHERE = 1 << 30

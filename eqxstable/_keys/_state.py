@@ -80,6 +80,20 @@ def holds_data(obj: Any, ctx: Ctx, skip: Any = ()) -> None:
             return
 
 
+def takes_data(obj: Any, ctx: Ctx) -> None:
+    """`K-builtin-subclass`, `K-tuple`, `K-numpy-scalar`: an instance of a user's subclass of a
+    builtin value whose storage can take data later (a `__dict__`, a slot, set or not): its
+    owner may set `m2.mode.factor = 4.0` after `intern` ran, which must change that object
+    alone, so it is never substituted (`ctx.own_eq`), whatever it holds now (`holds_data` asks
+    what it holds now). A library's class (optax's `GradientTransformationExtraArgs`, a
+    NamedTuple subclass without `__slots__`) is the library's code, which sets nothing later
+    (documented: a program setting attributes on a library's value shares them)."""
+    t = type(obj)
+    has_dict, _, names, _ = layout(t)
+    if (has_dict or names) and not library_class(t):
+        ctx.own_eq = True
+
+
 def owns_data(obj: Any) -> bool:
     """Whether `obj`'s own `__dict__` holds data that code may read back and change in place
     (`f.scale`, `f.__scale__` too), not only what `functools.wraps` sets (`WRAPS_SETS`: the exact

@@ -25,6 +25,7 @@ from ._state import (
     hidden_state,
     holds_data,
     slots_of,
+    takes_data,
     unreadable,
 )
 from ._types import Identity, Namespace
@@ -83,6 +84,7 @@ def numpy_scalar(obj: np.generic, ctx: Ctx, content_ok: bool) -> Any:
     # NumPy's own methods read it (the subclass may override `tobytes` or `dtype`).
     data = (dtype_key(_GENERIC_DTYPE(obj)), np.generic.tobytes(obj))
     holds_data(obj, ctx)
+    takes_data(obj, ctx)
     return (class_part(t, ctx), *data, added_state(obj, ctx))
 
 
@@ -153,6 +155,7 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     content_ok = content_ok and hasattr(obj, "_make")
     items = tuple([key(x, ctx, content_ok) for x in tuple.__iter__(obj)])
     holds_data(obj, ctx)
+    takes_data(obj, ctx)
     return (class_part(type(obj), ctx), items, extra_attrs(obj, ctx))
 
 
@@ -182,6 +185,7 @@ def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
         return (t, items)
     # A subclass: its methods run in the trace, and it may hold attributes and slots.
     holds_data(obj, ctx)
+    takes_data(obj, ctx)
     return (class_part(t, ctx), items, added_state(obj, ctx))
 
 
@@ -192,6 +196,7 @@ def builtin_subclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # Its class as any class is keyed (a user's: its namespace, watched), and its slots too.
     state = added_state(obj, ctx)
     holds_data(obj, ctx)
+    takes_data(obj, ctx)
     t = type(obj)
     for base, read in _BUILTIN_VALUE:
         if issubclass(t, base):

@@ -76,13 +76,19 @@ def static_fields(cls: type) -> tuple[dataclasses.Field, ...]:
 class _Walk:
     """One walk: `call` names the public call for messages (`Net(...)`, `eqxstable.stabilize`)."""
 
-    __slots__ = ("call", "warn_arrays")
+    __slots__ = ("call", "warn_arrays", "keep_mutable")
 
-    def __init__(self, call: str, warn_arrays: bool = False):
+    def __init__(self, call: str, warn_arrays: bool = False, keep_mutable: bool = False):
         self.call = call
         # A `StableModule` warns about a JAX array in a static field, as Equinox does; the
         # walk of `eqxstable.stabilize` raises (a plain module holding one cannot be jitted).
         self.warn_arrays = warn_arrays
+        # A `StableModule`'s non-static fields: a container that can change in place (a list, a
+        # dict, a partial, any registered node but a tuple or a frozen dataclass) is kept as
+        # the user gave it, items and all, as an `equinox.Module` keeps it: a copy holding the
+        # canonical items would miss the user's later `stages["b"] = f` (`mutable_node`).
+        # `stabilize` returns a new tree, as `jax.tree.map` does, so it copies them.
+        self.keep_mutable = keep_mutable
 
     def dynamic(self, obj: Any, path: Any) -> Any:
         """Where `jax.tree_util` sees the value: containers stay containers, arrays stay."""
@@ -99,6 +105,16 @@ class _Walk:
             out = self.module(obj, path, False)
             mark_known(out)
             return out
+        if self.keep_mutable and (
+            kind is Kind.LIST
+            or kind is Kind.DICT
+            or kind is Kind.PARTIAL
+            or (kind is Kind.NODE and mutable_node(type(obj)))
+        ):
+            # The user's own container, which the program may change later: never a copy
+            # (a rebuilt module holding a fresh function there is a missed sharing under plain
+            # `equinox.filter_jit`, which `eqxstable.filter_jit` still keys by value).
+            return obj
         if kind is Kind.LIST:
             items = [self.dynamic(x, (path, i)) for i, x in enumerate(obj)]
             return obj if all(map(operator.is_, items, obj)) else items
@@ -215,13 +231,24 @@ class _Walk:
         return obj
 
 
+@per_class
+def mutable_node(cls: type) -> bool:
+    """Whether an instance of the registered PyTree node class `cls` can change in place (an
+    `OrderedDict`, a `defaultdict`, a user's class): anything but a tuple and a frozen
+    dataclass, whose new instance is indistinguishable from a rebuilt one."""
+    if issubclass(cls, tuple):
+        return False
+    params = getattr(cls, "__dataclass_params__", None)
+    return not (dataclasses.is_dataclass(cls) and params is not None and params.frozen)
+
+
 _PLAIN_STATIC = (str, bool, type(None))
 
 
 def stabilize_fields(module: Any, call: str) -> None:
     """Stabilizes the fields of a freshly built `StableModule` in place. Only for a module that
     nobody else has seen yet (inside its construction)."""
-    walk = _Walk(call, warn_arrays=True)
+    walk = _Walk(call, warn_arrays=True, keep_mutable=True)
     root = type_name(type(module))
     d = module.__dict__
     for name, is_static in _fields(type(module)):
@@ -259,7 +286,11 @@ def stabilize(tree: _T) -> _T:
     type-exactly by JAX: `[1]` and `[1.0]` never share a program. Arrays are left as they are.
 
     Nothing is changed in place: a node whose parts change is rebuilt. `stabilize` is
-    idempotent, and on an already-stable tree it returns the tree itself.
+    idempotent, and on an already-stable tree it returns the tree itself. Like `jax.tree.map`,
+    it returns a new tree: a list or dict whose items become canonical is a new list or dict
+    (a later change to the one passed in is not seen by the result). A
+    [`eqxstable.StableModule`][] instead keeps the very list, dict or other changeable
+    container given to a non-static field, items and all, as an `equinox.Module` does.
 
     **Arguments:**
 
