@@ -85,9 +85,10 @@ class _Walk:
         self.warn_arrays = warn_arrays
         # A `StableModule`'s non-static fields: a container that can change in place (a list, a
         # dict, a partial, any registered node but a tuple or a frozen dataclass) is kept as
-        # the user gave it, items and all, as an `equinox.Module` keeps it: a copy holding the
-        # canonical items would miss the user's later `stages["b"] = f` (`mutable_node`).
-        # `stabilize` returns a new tree, as `jax.tree.map` does, so it copies them.
+        # the user gave it, as an `equinox.Module` keeps it: a copy holding the canonical items
+        # would miss the user's later `stages["b"] = f` (`mutable_node`); an exact list's or
+        # dict's items are made canonical in place (`in_place`). `stabilize` returns a new
+        # tree, as `jax.tree.map` does, so it copies them.
         self.keep_mutable = keep_mutable
 
     def dynamic(self, obj: Any, path: Any) -> Any:
@@ -105,14 +106,18 @@ class _Walk:
             out = self.module(obj, path, False)
             mark_known(out)
             return out
+        if self.keep_mutable and (kind is Kind.LIST or kind is Kind.DICT):
+            # The user's own list or dict, which the program may change later: never a copy.
+            # Its items are made canonical where they are (`intern` hands out only an
+            # equivalent object), so a rebuilt module holding a fresh function there still
+            # shares a program under plain `equinox.filter_jit`.
+            self.in_place(obj, path)
+            return obj
         if self.keep_mutable and (
-            kind is Kind.LIST
-            or kind is Kind.DICT
-            or kind is Kind.PARTIAL
-            or (kind is Kind.NODE and mutable_node(type(obj)))
+            kind is Kind.PARTIAL or (kind is Kind.NODE and mutable_node(type(obj)))
         ):
-            # The user's own container, which the program may change later: never a copy
-            # (a rebuilt module holding a fresh function there is a missed sharing under plain
+            # A partial, an `OrderedDict`, a user's node: kept as given, items and all (a
+            # rebuilt module holding a fresh function there is a missed sharing under plain
             # `equinox.filter_jit`, which `eqxstable.filter_jit` still keys by value).
             return obj
         if kind is Kind.LIST:
@@ -131,6 +136,19 @@ class _Walk:
         if kind is Kind.NODE:
             return self.node(obj, path)
         return self.hash_without_eq(obj, path)
+
+    def in_place(self, obj: Any, path: Any) -> None:
+        """Makes the items of the exact list or dict `obj` canonical where they are."""
+        if type(obj) is list:
+            for i, x in enumerate(list(obj)):
+                y = self.dynamic(x, (path, i))
+                if y is not x:
+                    obj[i] = y
+        else:
+            for k, v in list(obj.items()):
+                y = self.dynamic(v, (path, (k,)))
+                if y is not v:
+                    obj[k] = y
 
     def static(self, obj: Any, path: Any) -> Any:
         """Inside a static field of a plain module: the value must become hashable, and arrays
@@ -290,7 +308,8 @@ def stabilize(tree: _T) -> _T:
     it returns a new tree: a list or dict whose items become canonical is a new list or dict
     (a later change to the one passed in is not seen by the result). A
     [`eqxstable.StableModule`][] instead keeps the very list, dict or other changeable
-    container given to a non-static field, items and all, as an `equinox.Module` does.
+    container given to a non-static field, as an `equinox.Module` does (a list's or dict's
+    items made canonical where they are).
 
     **Arguments:**
 
