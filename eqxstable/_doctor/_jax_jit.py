@@ -38,6 +38,7 @@ from jax._src import config as _jax_config
 
 from .._compat import EXPLAINS_JIT_MISSES
 from .._jit import COMPILE_EVENT, TRACE_EVENT
+from ._compile_source import compiled_source
 
 
 _LOGGER = "jax._src.interpreters.partial_eval"
@@ -50,6 +51,9 @@ _STATIC_METADATA = re.compile(r"<class '[\w.]+'> with pytree metadata ")
 _INPUT_PATH = re.compile(r"at input path (\S+),")
 _TYPES = re.compile(r"\* at (?P<path>.+?), now (?P<new>\S+) and before (?P<old>\S+)")
 _UNAVAILABLE = "explanation unavailable"
+# The place of a row for compiles that JAX named by a name several functions have, without
+# saying which: not charged to any one of them.
+_UNKNOWN_PLACE = "(one of several functions of this name: JAX did not say which)"
 _PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
 
 
@@ -273,7 +277,7 @@ class JaxJitWatch(logging.Filter):
         self.installed = False
         self._by_function: dict[tuple[str, str], JaxRecord] = {}
         # Every user function JAX explained, also inside another trace: `jit(name)` -> where.
-        self._known: dict[str, str] = {}
+        self._known: dict[str, set[str]] = {}
         self._pending = _Pending()
         self._was = False
         self._listening = False
@@ -337,7 +341,7 @@ class JaxJitWatch(logging.Filter):
             same_line = self._switch.seen_callsite(message, asked)
         explained = parse(message, same_line)
         if explained is not None and not _ours(explained.location):
-            self._known.setdefault(f"jit({explained.name})", explained.location)
+            self._known.setdefault(f"jit({explained.name})", set()).add(explained.location)
             if not self.busy():
                 self._pending.explained.append(explained)
         return asked
@@ -369,16 +373,28 @@ class JaxJitWatch(logging.Filter):
                 last.compile_seconds += duration_secs
                 last.misses[-1] = last.misses[-1]._replace(compile_seconds=duration_secs)
             elif not traced and isinstance(name, str) and name in self._known:
+                # The function JAX compiles, where its frames say (a name is not enough: every
+                # lambda is `<lambda>`); a `filter_jit`'s derived program is that row's.
+                source = compiled_source()
+                if source is not None and _ours(source[1]):
+                    return
+                at = source[1] if source is not None else None
                 # JAX fires no trace event for a trace under a transformation (`jax.grad` at a
                 # new shape): its explanation waits here, and this compile is that trace's.
-                own = [e for e in pending.explained if f"jit({e.name})" == name]
+                own = [
+                    e
+                    for e in pending.explained
+                    if f"jit({e.name})" == name and at in (None, e.location)
+                ]
                 if own:
                     pending.explained.remove(own[-1])
                     record = self._record(own[-1].name, own[-1].location)
                     record.misses.append(own[-1].miss._replace(compile_seconds=duration_secs))
                     record.compile_seconds += duration_secs
                     return
-                record = self._record(name[4:-1], self._known[name])
+                record = self._derived(name, at)
+                if record is None:
+                    return
                 # No trace: a program JAX derived from an earlier trace (a gradient's JVP or
                 # transpose), or the top-level compile of a trace made inside another jitted
                 # function; which one, the compile event does not say.
@@ -389,6 +405,17 @@ class JaxJitWatch(logging.Filter):
                 )
                 record.misses.append(JaxMiss("first", "", reason, duration_secs, False))
                 record.compile_seconds += duration_secs
+
+    def _derived(self, name: str, at: str | None) -> JaxRecord | None:
+        """The row of a compile with no trace of `name` (`jit(...)`) defined at `at` (from the
+        compile's frames, `None` where they do not say): that function's, if JAX explained it;
+        where only the name is known and several functions have it, a row that says so."""
+        places = self._known[name]
+        if at is not None:
+            return self._record(name[4:-1], at) if at in places else None
+        if len(places) == 1:
+            return self._record(name[4:-1], next(iter(places)))
+        return self._record(name[4:-1], _UNKNOWN_PLACE)
 
     def _record(self, name: str, location: str) -> JaxRecord:
         record = self._by_function.get((name, location))
