@@ -130,7 +130,7 @@ def test_the_script_sees_its_own_option_and_the_records_it_asked_for(tmp_path, b
 
 
 def test_the_switch_is_the_doctors_alone_where_jax_explains():
-    # The tripwire for `_ExplainSwitch`: on a JAX that explains misses as the doctor reads them,
+    # The tripwire for `ExplainSwitch`: on a JAX that explains misses as the doctor reads them,
     # the watch switches JAX's explaining cache on without touching the option the script reads,
     # and puts JAX back as it was. If JAX moves the name it reads, this fails (the doctor would
     # fall back to turning the option on for everyone).

@@ -58,6 +58,8 @@ NET_AVOIDED = {
     "lowered_then_called.py": -1,
     # After `jax.clear_caches()` both trace again (attack 9b-11: predicted as avoided).
     "cleared_caches.py": 0,
+    # Calls that raise while their program runs are the hits and the miss they were (12b-04).
+    "error_if_at_run_time.py": 0,
     # Calls under `jax.disable_jit()` are no misses either way (attack 9b-14: predicted traced).
     "eager_call.py": 0,
     # The module's own weight at a new shape is a miss at `fun.weight` both ways.

@@ -64,11 +64,13 @@ def account(
                     if frame.inputs is not None:
                         fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
                 late, dropped = observer.predictor.late, observer.predictor.dropped
+                reused = observer.predictor.reused
                 predicted = observer.predictor.miss(
                     decision, fun_arrays, sig if bound else None, fingerprint, trace
                 )
                 record.late += observer.predictor.late - late
                 record.dropped += observer.predictor.dropped - dropped
+                record.reused += observer.predictor.reused - reused
             except Exception:  # pragma: no cover - counted, and the report says so.
                 record.unpredicted += 1
         if predicted is not None:

@@ -15,7 +15,7 @@ JAX explained before, with no trace event of its own, is counted too.
 Calls that hit JAX's cache run in C++ and are not seen, so `jax.jit` rows have no call count.
 Explanations made while an `equinox.filter_jit` or stable `filter_jit` call runs belong to that
 call's row and are left out here. The explanations are turned on for the watch alone
-(`_ExplainSwitch`): the script reads its own `jax_explain_cache_misses`, and a record reaches the
+(`ExplainSwitch`): the script reads its own `jax_explain_cache_misses`, and a record reaches the
 script's logging exactly when the script had the option on at the time (its environment, a
 `jax.config.update` or a `with jax.explain_cache_misses(True)` of its own).
 
@@ -26,7 +26,6 @@ nothing on, counts no `jax.jit` compile, and the report says so.
 import importlib.util
 import logging
 import re
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +37,8 @@ from jax._src import config as _jax_config
 
 from .._compat import EXPLAINS_JIT_MISSES
 from .._jit import COMPILE_EVENT, TRACE_EVENT
+from ._compile_source import compiled_source
+from ._explain_switch import ExplainSwitch, SAME_LINE
 
 
 _LOGGER = "jax._src.interpreters.partial_eval"
@@ -45,11 +46,13 @@ _LOGGER = "jax._src.interpreters.partial_eval"
 _ALSO_LOUDER = ("jax._src.compiler", "jax._src.compilation_cache")
 _FIRST = re.compile(r"never seen function:\n\s+(?P<name>.+?) id=\d+(?: defined at (?P<at>\S+))?")
 _AGAIN = re.compile(r"\n  for (?P<name>.+?)(?: defined at (?P<at>\S+))?\n")
-_SAME_LINE = "seen another function defined on the same line"
 _STATIC_METADATA = re.compile(r"<class '[\w.]+'> with pytree metadata ")
 _INPUT_PATH = re.compile(r"at input path (\S+),")
 _TYPES = re.compile(r"\* at (?P<path>.+?), now (?P<new>\S+) and before (?P<old>\S+)")
 _UNAVAILABLE = "explanation unavailable"
+# The place of a row for compiles that JAX named by a name several functions have, without
+# saying which: not charged to any one of them.
+_UNKNOWN_PLACE = "(one of several functions of this name: JAX did not say which)"
 _PERSISTENT = ("persistent cache", "persistent compilation cache", "PERSISTENT")
 
 
@@ -140,7 +143,7 @@ def parse(message: str, same_line: bool | None = None) -> _Explained | None:
     first = _FIRST.search(message)
     if first is not None:
         name, at = first["name"], first["at"] or ""
-        if _SAME_LINE in message if same_line is None else same_line:
+        if SAME_LINE in message if same_line is None else same_line:
             reason = (
                 f"`jax.jit` was applied to a new `{name}` function object, defined on the same "
                 'line as one it compiled before (JAX: "maybe the function is being re-defined '
@@ -183,85 +186,6 @@ def parse(message: str, same_line: bool | None = None) -> _Explained | None:
     return _Explained(name, at, JaxMiss(kind, path, reason))
 
 
-class _AlwaysOn:
-    """`explain_cache_misses` as the doctor's copy of JAX's configuration reads it."""
-
-    value = True
-
-
-class _ExplainingConfig:
-    """JAX's configuration module as the explaining cache reads it: the same in everything but
-    `explain_cache_misses`, which is on."""
-
-    explain_cache_misses = _AlwaysOn()
-
-    def __init__(self, real: Any):
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-class _ExplainSwitch:
-    """Turns JAX's tracing-cache explanations on for the doctor alone. JAX explains a miss of
-    `trace_to_jaxpr` (`partial_eval.explain`) when `config.explain_cache_misses.value`, read by
-    the cache in `jax._src.util` through that module's `config` name; that name, and nothing
-    the script can read, is switched. `jax.config.jax_explain_cache_misses` keeps the script's
-    value, and so do the compiler's own messages, which read the real option.
-
-    One more trace the explanations leave: JAX remembers where it explained a new function
-    (`callsites_with_tracing_cache_miss`), to say "seen another function defined on the same
-    line" next time. A place remembered only because of the doctor is forgotten again, so the
-    script's own explanations say what they would say without it; the doctor keeps its own."""
-
-    # How many switches are on (the doctor's and a pytest plugin's watch may nest, and end in
-    # any order): JAX's module reads the real configuration again when the last one ends.
-    _on = 0
-    _lock = threading.Lock()
-
-    def __init__(self, util: Any):
-        self._util = util
-        self._callsites: set[str] = set()
-        partial_eval = sys.modules.get("jax._src.interpreters.partial_eval")
-        found = getattr(partial_eval, "callsites_with_tracing_cache_miss", None)
-        self._jax_callsites: set[str] | None = found if isinstance(found, set) else None
-
-    @classmethod
-    def install(cls) -> "_ExplainSwitch | None":
-        try:
-            from jax._src import util
-        except ImportError:
-            return None
-        with cls._lock:
-            read = getattr(util, "config", None)
-            if isinstance(read, _ExplainingConfig):
-                read = read._real
-            if read is not _jax_config or not hasattr(read, "explain_cache_misses"):
-                return None
-            util.config = _ExplainingConfig(read)  # pyright: ignore[reportAttributeAccessIssue]
-            cls._on += 1
-        return cls(util)
-
-    def uninstall(self) -> None:
-        cls = type(self)
-        with cls._lock:
-            cls._on -= 1
-            read = getattr(self._util, "config", None)
-            if cls._on == 0 and isinstance(read, _ExplainingConfig):
-                self._util.config = read._real
-
-    def seen_callsite(self, message: str, asked: bool) -> bool:
-        """Whether the doctor saw a new function explained at this record's place before.
-        Forgets the place on JAX's side if JAX remembered it for the doctor only."""
-        first_line = message.split("\n", 1)[0]
-        callsite = first_line.removeprefix("TRACING CACHE MISS at ").removesuffix(":")
-        seen = callsite in self._callsites
-        self._callsites.add(callsite)
-        if not asked and _SAME_LINE not in message and self._jax_callsites is not None:
-            self._jax_callsites.discard(callsite)
-        return seen
-
-
 class JaxJitWatch(logging.Filter):
     """Counts and explains the compiles of plain `jax.jit` functions. `busy()` says whether a
     `filter_jit` call is running in this thread (its compiles are counted there)."""
@@ -273,11 +197,11 @@ class JaxJitWatch(logging.Filter):
         self.installed = False
         self._by_function: dict[tuple[str, str], JaxRecord] = {}
         # Every user function JAX explained, also inside another trace: `jit(name)` -> where.
-        self._known: dict[str, str] = {}
+        self._known: dict[str, set[str]] = {}
         self._pending = _Pending()
         self._was = False
         self._listening = False
-        self._switch: _ExplainSwitch | None = None
+        self._switch: ExplainSwitch | None = None
 
     def install(self) -> bool:
         """Turns JAX's explanations on for the doctor. Returns whether this JAX can explain its
@@ -285,7 +209,7 @@ class JaxJitWatch(logging.Filter):
         if not EXPLAINS_JIT_MISSES:
             # Its explanations would be read wrongly, and JAX would log them to the script.
             return False
-        self._switch = _ExplainSwitch.install()
+        self._switch = ExplainSwitch.install()
         if self._switch is None:
             try:
                 self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
@@ -337,7 +261,7 @@ class JaxJitWatch(logging.Filter):
             same_line = self._switch.seen_callsite(message, asked)
         explained = parse(message, same_line)
         if explained is not None and not _ours(explained.location):
-            self._known.setdefault(f"jit({explained.name})", explained.location)
+            self._known.setdefault(f"jit({explained.name})", set()).add(explained.location)
             if not self.busy():
                 self._pending.explained.append(explained)
         return asked
@@ -369,16 +293,28 @@ class JaxJitWatch(logging.Filter):
                 last.compile_seconds += duration_secs
                 last.misses[-1] = last.misses[-1]._replace(compile_seconds=duration_secs)
             elif not traced and isinstance(name, str) and name in self._known:
+                # The function JAX compiles, where its frames say (a name is not enough: every
+                # lambda is `<lambda>`); a `filter_jit`'s derived program is that row's.
+                source = compiled_source()
+                if source is not None and _ours(source[1]):
+                    return
+                at = source[1] if source is not None else None
                 # JAX fires no trace event for a trace under a transformation (`jax.grad` at a
                 # new shape): its explanation waits here, and this compile is that trace's.
-                own = [e for e in pending.explained if f"jit({e.name})" == name]
+                own = [
+                    e
+                    for e in pending.explained
+                    if f"jit({e.name})" == name and at in (None, e.location)
+                ]
                 if own:
                     pending.explained.remove(own[-1])
                     record = self._record(own[-1].name, own[-1].location)
                     record.misses.append(own[-1].miss._replace(compile_seconds=duration_secs))
                     record.compile_seconds += duration_secs
                     return
-                record = self._record(name[4:-1], self._known[name])
+                record = self._derived(name, at)
+                if record is None:
+                    return
                 # No trace: a program JAX derived from an earlier trace (a gradient's JVP or
                 # transpose), or the top-level compile of a trace made inside another jitted
                 # function; which one, the compile event does not say.
@@ -389,6 +325,17 @@ class JaxJitWatch(logging.Filter):
                 )
                 record.misses.append(JaxMiss("first", "", reason, duration_secs, False))
                 record.compile_seconds += duration_secs
+
+    def _derived(self, name: str, at: str | None) -> JaxRecord | None:
+        """The row of a compile with no trace of `name` (`jit(...)`) defined at `at` (from the
+        compile's frames, `None` where they do not say): that function's, if JAX explained it;
+        where only the name is known and several functions have it, a row that says so."""
+        places = self._known[name]
+        if at is not None:
+            return self._record(name[4:-1], at) if at in places else None
+        if len(places) == 1:
+            return self._record(name[4:-1], next(iter(places)))
+        return self._record(name[4:-1], _UNKNOWN_PLACE)
 
     def _record(self, name: str, location: str) -> JaxRecord:
         record = self._by_function.get((name, location))

@@ -217,8 +217,11 @@ class Observer:
             raise
         finally:
             frames.pop()
-            # A call whose trace raised is still a row of the report, with the failure: it may
-            # be the only jitted function the script called.
+            # A call that raised while its program ran (an `eqx.error_if` failing) is the call
+            # it was, a hit or a miss that compiled; one whose trace raised is still a row of
+            # the report, with the failure: it may be the only jitted function called.
+            if error is not None and ran(frame, error):
+                error = None
             if state is not None and (error is None or frame.traced):
                 try:
                     if is_lower:
@@ -320,6 +323,17 @@ class Observer:
                 self._stack.frames.pop()
 
         return trace
+
+
+# What a compiled program raises while it runs (Equinox re-raises its `error_if` failures as the
+# first): the call was dispatched, so it counts as the hit or miss it was.
+_RUN_TIME_ERRORS = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+
+
+def ran(frame: Frame, error: BaseException) -> bool:
+    """Whether a call that raised `error` ran its program: it compiled or lowered one (so its
+    trace, if any, returned), or the error is one a running program raises."""
+    return frame.compiled or isinstance(error, _RUN_TIME_ERRORS)
 
 
 class Hooks(NamedTuple):

@@ -172,6 +172,9 @@ class Predictor:
         self.clears = 0
         # How many entries were dropped with their programs, past the bound (`Cache.bound`).
         self.dropped = 0
+        # How many misses would run a program already compiled for an equal trace (not those
+        # that compile nothing for another cause: a trace under a transformation, a `.lower()`).
+        self.reused = 0
 
     def wrapper(self, fun: Any, options: tuple) -> ShadowWrapper:
         """A shadow of the stable wrapper that `--stabilize` would make of `fun` with Equinox's
@@ -374,6 +377,7 @@ class Predictor:
             miss = not_compiled(miss, 0.0, "inside")
         elif not compiled:
             program.cache.reused(entry)
+            self.reused += 1
             miss = not_compiled(miss, 0.0, "reused")
         # An entry whose programs alone exceed the bound goes with them, after the call.
         program.cache.bound(entry)

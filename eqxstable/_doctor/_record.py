@@ -25,6 +25,8 @@ class Record:
         self.unpredicted = 0
         # Of the compiles they would make, those with no miss of their own (`Predictor.late`).
         self.late = 0
+        # Of the misses it would make, those that run a program compiled for an equal trace.
+        self.reused = 0
         # Of the misses it would make, the `.lower()`s that trace (no call of Equinox's row).
         self.lowered = 0
         # How many of its cache entries would be dropped for holding more programs than the

@@ -63,6 +63,9 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "with_eqxstable_compiles": sum(getattr(m, "compiled", True) for m in record.predicted)
         + record.late,
         "with_eqxstable_by_kind": dict(Counter(m.kind for m in record.predicted)),
+        # Of those, the ones that would run a program compiled for an equal trace (the others
+        # that compile nothing were traced under a transformation, or by `.lower()`).
+        "with_eqxstable_reused": record.reused,
         "unpredicted_calls": record.unpredicted,
     }
 
@@ -86,6 +89,8 @@ def stable_row(wrappers: list[Any]) -> dict[str, Any]:
         "hits": calls - missed,
         "misses": missed,
         "compiles": sum(i.compiles for i in infos),
+        # The misses that ran a program compiled for an equal trace (`CacheInfo` has no field).
+        "reused": sum(getattr(getattr(w, "_stats", None), "reused", 0) for w in wrappers),
         "compile_seconds": sum(i.compile_seconds for i in infos),
         "trace_seconds": sum(i.trace_seconds for i in infos),
         "misses_by_kind": dict(Counter(m.kind for m in misses)),
@@ -119,6 +124,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # Every miss of `equinox.filter_jit` compiles; one of eqxstable's may run a program
         # already compiled for an equal trace.
         "filter_jit_compiles": sum(row.get("compiles", row["misses"]) for row in filter_jit),
+        "filter_jit_reused": sum(row.get("reused", 0) for row in filter_jit),
         "jax_jit_misses": sum(row["misses"] for row in rows if row["jit"] == "jax"),
         "compile_seconds": sum(row["compile_seconds"] for row in rows),
     }
@@ -146,6 +152,7 @@ def prediction(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "filter_jit_misses": sum(row["with_eqxstable"] for row in filter_jit),
         "filter_jit_compiles": sum(row["with_eqxstable_compiles"] for row in filter_jit),
         "compiles_with_eqxstable": sum(row["with_eqxstable_compiles"] for row in equinox),
+        "reused_with_eqxstable": sum(row["with_eqxstable_reused"] for row in equinox),
         "filter_jit_misses_by_kind": dict(kinds),
         "unpredicted_calls": sum(row["unpredicted_calls"] for row in equinox),
     }
@@ -266,12 +273,15 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
         # cannot fingerprint that trace without running the script's code again, and counts it
         # as a compile, though it may find a program compiled for an equal trace too.
         bound = "at most " if p["added"] else ""
-        text += (
-            f" {_count(then - p['lowered'] - compiles, 'miss', 'misses')} of the {then} would "
-            "trace, then run "
-            f"a program already compiled for an equal trace, so it compiles {bound}"
-            f"{_count(compiles, 'time', 'times')}."
-        )
+        reused = p["reused_with_eqxstable"]
+        if reused:
+            text += (
+                f" {_count(reused, 'miss', 'misses')} of the {then} would trace, then run "
+                f"a program already compiled for an equal trace, so it compiles {bound}"
+                f"{_count(compiles, 'time', 'times')}."
+            )
+        if then - p["lowered"] - compiles > reused:
+            text += " " + _inside(then - p["lowered"] - compiles - reused, "would compile")
     if p["lowered"]:
         text += (
             " (The doctor does not see a `.compile()` of what `.lower()` returns: a lowered trace "
@@ -300,13 +310,27 @@ def _stabilized_text(report: dict[str, Any]) -> list[str]:
         f"{_count(t['filter_jit_misses'], 'miss', 'misses')} in "
         f"{_count(t['filter_jit_calls'], 'call', 'calls')}."
     )
-    reused = t["filter_jit_misses"] - t["filter_jit_compiles"]
+    reused = t["filter_jit_reused"]
     if reused:
         text += (
             f" {_count(reused, 'miss', 'misses')} traced, then ran a program already compiled "
-            f"for an equal trace: {_count(t['filter_jit_compiles'], 'compile', 'compiles')}."
+            f"for an equal trace."
+        )
+    if t["filter_jit_misses"] - t["filter_jit_compiles"] > reused:
+        text += " " + _inside(
+            t["filter_jit_misses"] - t["filter_jit_compiles"] - reused, "compiled"
         )
     return _wrap(text, "", "")
+
+
+def _inside(n: int, verb: str) -> str:
+    """The misses (beyond those that reuse a program) whose compile count is not their own."""
+    its, they = ("its", "it was") if n == 1 else ("their", "they were")
+    return (
+        f"{_count(n, 'miss', 'misses')} {verb} no program of {its} own: {they} traced inside "
+        "another trace (`jax.grad`, `jax.vmap`, an outer `jax.jit`), whose program JAX derives "
+        f"and compiles, or {its} trace raised."
+    )
 
 
 def render_text(report: dict[str, Any]) -> str:

@@ -321,6 +321,21 @@ def explain_stable_miss(
     return diff(history[-_HISTORY_SEARCHED:], sig, name)
 
 
+def after_failed_trace(miss: Miss, name: str, failed: list[Signature], sig: Signature) -> Miss:
+    """`miss`, the miss of a call of `name` that no compiled program preceded, as it reads when
+    traces before it raised (`failed`, their signatures): not a first call, but a trace again
+    after a trace that compiled nothing, named by what differs from the closest of them."""
+    if miss.kind != "first" or miss.reason != f"first call of `{name}`: traced and compiled.":
+        return miss
+    found = diff(failed, sig, name)
+    before = f"`{name}` was traced before, but that trace raised and compiled nothing"
+    if found.kind == "first" and "seen before" in found.reason:
+        # Nothing differs from a call whose trace raised (a function fixed in place, a retry).
+        return Miss("first", "", f"{before}; this call has the same arguments as that one.")
+    change = found.reason.split("; ", 1)[0].rstrip(".")
+    return Miss("first", "", f"{before}; this call differs from that one: {change}.")
+
+
 _PINNED = (
     "but the program compiled for that one calls Python while it runs (a host callback: "
     "`jax.pure_callback`, `io_callback`, `jax.debug.callback`), so it serves only the very objects "

@@ -17,7 +17,7 @@ from ._accounting import Call, current, Miss, not_compiled, notify
 from ._bind import Binder
 from ._cache import Cache
 from ._entry import Entry
-from ._explain import explain_stable_miss
+from ._explain import after_failed_trace, explain_stable_miss
 from ._fun import FunParts
 from ._guards import check
 from ._lru import sizes
@@ -59,6 +59,10 @@ def fun_names(fun: Any) -> tuple[str, str]:
         return type(fun).__name__, type(fun).__qualname__
 
 
+# How many signatures of traces that raised a program keeps (`Program.failed`).
+_FAILED_KEPT = 8
+
+
 class Program:
     """The jitted body of one function's static part with one set of options, and its cache.
 
@@ -83,6 +87,9 @@ class Program:
         # The signatures of the misses decided and being traced now, in decision order (see
         # `_decide`); `clear()` leaves them, as they are still running.
         self.deciding: list[Signature] = []
+        # The signatures of the latest misses whose trace raised (no program): a later miss
+        # with no compiled one before it is explained against them (`after_failed_trace`).
+        self.failed: list[Signature] = []
         # Used only if JAX traces the body outside a call of a wrapper (it does not today).
         self.template = parts.template
         # The entries whose compiled programs can raise while they run: their calls wait.
@@ -109,6 +116,7 @@ class Program:
     def clear(self) -> None:
         self.cache.clear()
         self.history.clear()
+        self.failed.clear()
         self.waits = set()
         self.traced_abstract = set()
         # A fresh `jax.jit` object drops JAX's compiled programs along with ours.
@@ -170,6 +178,9 @@ class Program:
                     # and compiled none.
                     with call.stats.lock:
                         self._undecide(call, explained[1])
+                        if explained[1] is not None:
+                            self.failed.append(explained[1])
+                            del self.failed[:-_FAILED_KEPT]
                         call.stats.uncompiled += 1
                         call.record(not_compiled(explained[0], 0.0, "raised"))
                     if call.notify:
@@ -216,6 +227,9 @@ class Program:
             self.history + self.deciding,
             unpinned_place(entry.unpinned, sig, call.args, call.kwargs),
         )
+        if self.failed and sig is not None and not (self.history or self.deciding):
+            # No program yet, but a trace that raised: "first call" would not be true.
+            miss = after_failed_trace(miss, self.name, self.failed, sig)
         return miss, sig
 
     def _check(self, call: Call, miss: Miss) -> None:
