@@ -41,7 +41,11 @@ _IMPURE = frozenset(
         "numpy.lib._utils_impl numpy.lib.utils jax._src.numpy.lax_numpy.load "
         "equinox._serialisation builtins.open builtins.input builtins.breakpoint builtins.help "
         "builtins.__import__ builtins.globals builtins.locals builtins.vars builtins.eval "
-        "builtins.exec"
+        "builtins.exec "
+        # Evaluating annotations: string ones (every one under `from __future__ import
+        # annotations`) are names looked up in a module's globals at call time (attack 12a-07).
+        "typing.get_type_hints typing_extensions.get_type_hints typing.evaluate_forward_ref "
+        "typing_extensions.evaluate_forward_ref typing._eval_type typing.ForwardRef"
     ).split()
 )
 
