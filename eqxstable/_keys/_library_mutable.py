@@ -235,6 +235,26 @@ def jax_config(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
     return MutableKey(Identity(obj), (Namespace(type(obj)), parts))
 
 
+def jax_config_state(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
+    """`K-module-attrs`: one of JAX's configuration holders (`jax.enable_checks`,
+    `jax.log_compiles`: a `State`, or a `Flag`) read by a user function (`.value`, or as a
+    context manager): its current value, which a `with jax.enable_checks(True):` or a
+    `jax.config.update` changes (in this thread's context), watched (attack 12a-09)."""
+    ctx.identity = True
+    state = _holder_state(obj)
+    ctx.states.append((obj, _holder_state, state))
+    v = state[0]
+    part = key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)
+    return MutableKey(Identity(obj), (Namespace(type(obj)), part))
+
+
+def _holder_state(obj: Any) -> tuple:
+    try:
+        return (obj.value,)
+    except Exception:  # Not readable now: a value no key equals.
+        return (object(),)
+
+
 def _config_state(obj: Any) -> tuple:
     # Every flag's current value (a context manager's included: `values` reads each holder).
     return tuple(obj.values.values())

@@ -15,6 +15,8 @@ import types
 from collections.abc import Iterable, Sized
 from typing import Any
 
+import jax
+
 from ._per_class import per_class, PerClass
 
 
@@ -252,6 +254,10 @@ def library_constant(obj: Any) -> bool:
     are the objects a library class makes at run time (a `types.SimpleNamespace`)."""
     if _constants.get(id(obj)) is obj:
         return True
+    if isinstance(obj, CONFIG_HOLDERS):
+        # `jax.enable_checks`: made once, held by JAX's config module, with no state of its own
+        # to see, yet its `.value` is JAX's configuration now (`K-module-attrs`).
+        return False
     try:
         if _has_state(obj):
             return False
@@ -269,6 +275,10 @@ def library_constant(obj: Any) -> bool:
         _constants[id(obj)] = obj
     return found
 
+
+# JAX's configuration holders (`jax.enable_checks`, a `State`), whose value is data; a JAX
+# without them names none.
+CONFIG_HOLDERS: tuple[type, ...] = tuple({type(getattr(jax, "enable_checks", jax.config))})
 
 # The code of every function `functools.singledispatch` makes (one code object for all).
 SINGLEDISPATCH_CODE = ft.singledispatch(lambda x: x).__code__  # pyright: ignore

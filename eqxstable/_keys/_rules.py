@@ -49,7 +49,7 @@ from . import (
 from ._canonical_forms import canonical_form
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
-from ._origin import library_class, own_class
+from ._origin import CONFIG_HOLDERS, library_class, own_class
 from ._per_class import TypeTable
 from ._state import impure_library, unreadable
 from ._types import Identity, MutableKey
@@ -231,6 +231,12 @@ _EXACT: TypeTable[Handler] = TypeTable(
         weakref.CallableProxyType: lmut.weak_proxy,
     }
 )
+
+# K-module-attrs: JAX's configuration holders (`jax.enable_checks.value`, `with
+# jax.log_compiles(True):`), by their value now.
+for _holder in CONFIG_HOLDERS:
+    if _holder is not type(jax.config):
+        _EXACT[_holder] = lmut.jax_config_state
 
 if LEGACY_MODULE_AUX is not None:
     # Equinox < 0.13.3: a module's node data is a `_FlattenedData` (a dataclass, not frozen, so
