@@ -16,6 +16,7 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
@@ -131,6 +132,7 @@ def test_tuning_model_2_leaves_model_1_as_eqx_module_does(make, how):
     assert float(m2(x)[0]) == float(p2(x)[0]) == 5.0
 
 
+@pytest.mark.counts_traces
 def test_es_filter_jit_shares_then_retraces_model_2_after_its_change():
     traces = 0
 
@@ -161,6 +163,7 @@ def _recursive_maker():
     return lambda x: x * fact(3)
 
 
+@pytest.mark.counts_traces
 def test_a_closure_over_a_recursive_helper_is_keyed_but_not_substituted():
     # The helper reaches itself (it may read its own attributes), and the closure's key holds
     # the helper's: a missed sharing under plain `eqx.filter_jit`, one program under

@@ -139,6 +139,7 @@ def _counting(jit: Callable) -> tuple[Callable, list[int]]:
     return f, traces
 
 
+@pytest.mark.counts_traces
 @pytest.mark.parametrize("jit", [eqx.filter_jit, es.filter_jit], ids=["eqx", "es"])
 def test_jit_shares_programs_and_retraces_a_written_module(jit):
     f, traces = _counting(jit)
@@ -153,6 +154,7 @@ def test_jit_shares_programs_and_retraces_a_written_module(jit):
     assert float(f(c, x)) == 9.0 and traces[0] == 2  # A rebuilt equal module: a hit.
 
 
+@pytest.mark.counts_traces
 def test_stable_jit_retraces_the_module_whose_program_it_holds():
     f, traces = _counting(es.filter_jit)
     a = es.stabilize(M([3, 1, 2]))
