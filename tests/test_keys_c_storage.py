@@ -140,10 +140,10 @@ def test_namedtuple_subclass_overriding_iter_keyed_by_its_fields():
     es.intern(Pt(1.0, 2.0))
     assert es.intern(Pt(1.0, 3.0)).y == 3.0
     # With an array: keyed by the fields, not by `__iter__`; never substituted (attack 11c-03).
-    assert es.stable_key(Pt(np.array([1.0]), np.array([2.0]))) != es.stable_key(
-        Pt(np.array([1.0]), np.array([3.0]))
-    )
-    p = Pt(np.array([1.0]), np.array([2.0]))
+    one, two, three = (np.array([v]) for v in (1.0, 2.0, 3.0))
+    # (`Pt` declares floats; an array in its place is what is tested.)
+    assert es.stable_key(Pt(one, two)) != es.stable_key(Pt(one, three))  # pyright: ignore[reportArgumentType]
+    p = Pt(one, two)  # pyright: ignore[reportArgumentType]
     assert es.intern(p) is p
 
 

@@ -206,6 +206,8 @@ def test_a_rebuilt_list_or_dict_field_keeps_sharing_and_is_the_users_own(contain
 
     run_plain, run_stable = eqx.filter_jit(plain), es.filter_jit(stable)
     x = jnp.ones(2)
+    given: Any = None
+    m: Any = None
     for _ in range(2):
         given = [_scale(2.0)] if container is list else {0: _scale(2.0)}
         m = Stable(given, "field")
