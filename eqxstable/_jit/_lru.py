@@ -93,13 +93,13 @@ class LRU(Generic[_K, _V]):
         return key in self._items
 
     def __iter__(self) -> Iterator[_K]:
-        return iter(list(self._items))
+        return iter(_snapshot(self._items.keys))
 
     def values(self) -> list[_V]:
-        return list(self._items.values())
+        return _snapshot(self._items.values)
 
     def items(self) -> list[tuple[_K, _V]]:
-        return list(self._items.items())
+        return _snapshot(self._items.items)
 
     def peek(self, key: _K) -> _V | None:
         return self._items.get(key)
@@ -152,3 +152,14 @@ class LRU(Generic[_K, _V]):
     def clear(self) -> None:
         self._items.clear()
         self.total = 0
+
+
+def _snapshot(view: Any) -> list:
+    """A list of `view()` (an `OrderedDict`'s keys, values or items). Another thread's call can
+    move an item while the copy is made (the wrappers' lookups are not serialised), and the
+    `OrderedDict` then raises "mutated during iteration": the copy is simply made again."""
+    while True:
+        try:
+            return list(view())
+        except RuntimeError:
+            continue
