@@ -9,6 +9,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._keys import stable_key
+from ._ambient import ambient
 from ._node_data import node_data
 
 
@@ -53,3 +54,10 @@ def static_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -
     else:
         static = fun
     return stable_key((parts.treedef, static, donated_args, jitkwargs))
+
+
+def program_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -> Any:
+    """The key a program is kept and shared under (`_sharing.py`): `static_key`, and the ambient
+    state a trace reads (`_ambient.py`), so that an equivalent function keyed anew under another
+    NumPy error state or warning filters is traced again, as `equinox.filter_jit` traces it."""
+    return (static_key(fun, parts, donated_args, jitkwargs), ambient())
