@@ -117,11 +117,13 @@ class Cache:
                     watch = entry.watch.strong()
                     entry.watch = _CHANGED if watch is None else watch
 
-    def pin(self, entry: Entry, parts: Any) -> None:
-        """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`): it
-        serves only the very objects it traced, those of `entry` and the function `parts`."""
+    def pin(self, entry: Entry, parts: Any, why: str = "callback") -> None:
+        """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`), or
+        whose output holds objects the trace made (`why="output"`, `_outputs.py`): it serves
+        only the very objects it traced, those of `entry` and the function `parts`."""
         if entry.fun is not None:
             return
+        entry.pinned_by = why
         entry.fun = fun_identity(parts)
         slot = pin_slot(entry.key, entry.statics, entry.data, entry.fun)
         if self.entries.peek(entry.slot) is entry:
