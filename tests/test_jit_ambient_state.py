@@ -149,3 +149,20 @@ def test_a_rebuilt_static_argument_under_a_new_state_traces_again():
         with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
             w(x, make())
     assert n == 2
+
+
+def test_jax_trace_time_warnings_follow_the_filters():
+    # With x64 off, JAX warns while tracing that float64 is truncated: `-W error` raises it.
+    make = lambda: lambda x: x + jnp.zeros((), dtype=jnp.float64)  # noqa: E731
+    x = jnp.ones(())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert es.filter_jit(make())(x).tolist() == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning):
+            make()(x)
+        with pytest.raises(UserWarning):
+            eqx.filter_jit(make())(x)
+        with pytest.raises(UserWarning):
+            es.filter_jit(make())(x)
