@@ -99,20 +99,20 @@ def test_a_miss_of_jax_alone_does_not_walk_the_node_data_again(walks):
 @pytest.fixture
 def keyings(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How often the cache keys a call's statics (`_cache._key`) and the sharing layer keys a
-    function's static part (`_sharing.static_key`)."""
+    function's static part (`_sharing.program_key`)."""
     counts = {"statics": 0, "function": 0}
-    key, static_key = _cache._key, _sharing.static_key
+    key, program_key = _cache._key, _sharing.program_key
 
     def counted_key(*args):
         counts["statics"] += 1
         return key(*args)
 
-    def counted_static_key(*args):
+    def counted_program_key(*args):
         counts["function"] += 1
-        return static_key(*args)
+        return program_key(*args)
 
     monkeypatch.setattr(_cache, "_key", counted_key)
-    monkeypatch.setattr(_sharing, "static_key", counted_static_key)
+    monkeypatch.setattr(_sharing, "program_key", counted_program_key)
     return counts
 
 

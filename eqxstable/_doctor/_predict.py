@@ -5,7 +5,7 @@ in the jit layer's own `Cache` (the identity fast path, the `Watch` and the `sta
 of the hit path, `Cache.rekey` after a trace, `Cache.pin` for a trace that calls Python while it
 runs, decided by the jit layer's own `runs_python`), the jitted function is watched with the keys
 layer's own `compute` and `Watch` as a stable wrapper watches it, programs are shared between
-equivalent functions by the jit layer's `static_key` as `get_program` shares them (and aliased
+equivalent functions by the jit layer's `program_key` as `get_program` shares them (and aliased
 after a trace, for the very objects that traced, as `alias_program` does), and a predicted miss
 is explained by the jit layer's own `explain_stable_miss`, the code that explains a real one.
 JAX's part (a program per set of array types under one cache entry, the function's own arrays
@@ -37,6 +37,7 @@ from .._jit import (
     FunParts,
     Miss,
     not_compiled,
+    program_key,
     rebound_advice,
     runs_python,
     same_fun,
@@ -44,7 +45,6 @@ from .._jit import (
     signature,
     sizes,
     split_fun,
-    static_key,
     under_a_trace,
     unpinned_place,
     with_function_arrays,
@@ -152,7 +152,7 @@ class Decision(NamedTuple):
 
 class Predictor:
     """The programs eqxstable would share between wrappers of equivalent functions (by the
-    jit layer's `static_key`, as `get_program` shares them), and the per-call decisions."""
+    jit layer's `program_key`, as `get_program` shares them), and the per-call decisions."""
 
     def __init__(self):
         self.programs: dict[Any, ShadowProgram] = {}
@@ -185,7 +185,7 @@ class Predictor:
 
     def _program(self, fun: Any, parts: FunParts, which: str) -> ShadowProgram:
         # As `get_program`: the options passed on are the donation mode only.
-        key = static_key(fun, parts, which, ())
+        key = program_key(fun, parts, which, ())
         program = self.programs.get(key)
         if program is None:
             alias = self.aliases.get(key)
@@ -248,7 +248,7 @@ class Predictor:
         wrapper, program, entry = decision[:3]
         program.cache.rekey(entry)
         wrapper.resnapshot()
-        key = static_key(wrapper.fun, wrapper.parts, wrapper.which, ())
+        key = program_key(wrapper.fun, wrapper.parts, wrapper.which, ())
         if key != program.key and key not in self.programs:
             self.aliases[key] = (program, fun_identity(wrapper.parts))
 

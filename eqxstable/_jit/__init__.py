@@ -33,7 +33,12 @@ from ._fingerprint import (
     tree_key as tree_key,
     under_a_trace as under_a_trace,
 )
-from ._fun import FunParts as FunParts, split_fun as split_fun, static_key as static_key
+from ._fun import (
+    FunParts as FunParts,
+    program_key as program_key,
+    split_fun as split_fun,
+    static_key as static_key,
+)
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
 from ._lru import sizes as sizes
 from ._pinned import (

@@ -20,6 +20,7 @@ from .._keys import compute, compute_node_data, merge, new_call, Watch
 from .._keys._per_class import type_ids
 from .._keys._structure import same_structure, Structure, walk
 from ._aliases import Aliases
+from ._ambient import ambient
 from ._config import untraced
 from ._entry import Entry
 from ._gc import collector_paused
@@ -116,11 +117,13 @@ class Cache:
                     watch = entry.watch.strong()
                     entry.watch = _CHANGED if watch is None else watch
 
-    def pin(self, entry: Entry, parts: Any) -> None:
-        """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`): it
-        serves only the very objects it traced, those of `entry` and the function `parts`."""
+    def pin(self, entry: Entry, parts: Any, why: str = "callback") -> None:
+        """After a trace of `entry` whose program calls Python while it runs (`_pinned.py`), or
+        whose output holds objects the trace made (`why="output"`, `_outputs.py`): it serves
+        only the very objects it traced, those of `entry` and the function `parts`."""
         if entry.fun is not None:
             return
+        entry.pinned_by = why
         entry.fun = fun_identity(parts)
         slot = pin_slot(entry.key, entry.statics, entry.data, entry.fun)
         if self.entries.peek(entry.slot) is entry:
@@ -275,7 +278,8 @@ def _key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple[Any, Wa
     """The cache key of a call: its structure, which leaves are arrays, the static leaves' keys,
     the node data's keys, the keys of the user's classes among the node types (a module's
     methods run in the trace, and may read globals or class attributes), and the configuration
-    JAX reads while tracing but leaves out of its own key (`_config.untraced`), last."""
+    JAX reads while tracing but leaves out of its own key (`_config.untraced`), last; before it,
+    the ambient state a trace reads (`_ambient.py`: NumPy's error state, the warning filters)."""
     with collector_paused():
         return _compute_key(treedef, mask, statics, config)
 
@@ -314,7 +318,9 @@ def _compute_key(treedef: Any, mask: tuple, statics: list, config: Any) -> tuple
         tuple(node_keys),
         tuple(class_keys),
         _aliases(statics, data),
-        config,
+        # Only here, where objects are keyed anew: the hit path compares identities alone.
+        ambient(),
+        config,  # Last: `Entry.config`.
     )
     return key, merge(watches)
 

@@ -57,6 +57,8 @@ class Entry:
         "fun",
         "slot",
         "config",
+        "remap",
+        "pinned_by",
         "__weakref__",
     )
 
@@ -89,6 +91,12 @@ class Entry:
         self.fun: tuple | None = None
         # Its key in `Cache.entries`: `key`, or `pin_slot(...)` once pinned.
         self.slot: Any = key
+        # A guest whose trace made output objects (`_outputs.py`): `(the template of the
+        # program it runs, its own trace's)`, so that its calls get its own objects.
+        self.remap: tuple | None = None
+        # Why it is pinned: its program calls Python (`"callback"`), or its output holds objects
+        # its trace made (`"output"`): what the miss of an equivalent object says.
+        self.pinned_by = "callback"
         self.adopt(treedef, leaves, data, watch)
         # Which dynamic leaves are donated: all, none, or all but those of `args[0]`.
         n_first = leaves_of_first_arg(treedef)

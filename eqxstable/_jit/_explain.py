@@ -344,19 +344,30 @@ _PINNED = (
 )
 
 
+_MADE = (
+    "but the output of the program traced for that one holds an object its trace made (neither "
+    "an immutable value nor one of the call's own static inputs: a plain object, a `set`), which "
+    "only the very objects that traced it are served, as by `equinox.filter_jit`, so this call "
+    "was traced on its own and gets a fresh one (running the program compiled for that one where "
+    "the two traces are equal); pass the same object every call to be served the same output "
+    "object."
+)
+
+
 def _unpinned_miss(name: str, unpinned: tuple) -> Miss:
     """The miss of a call whose objects are equivalent to those of a pinned entry (the same key),
-    but other objects: `unpinned` is `(path, old, new)`."""
-    path, old, new = unpinned
+    but other objects: `unpinned` is `(path, old, new, why)` (`why`: `Entry.pinned_by`)."""
+    path, old, new, *why = unpinned
+    pinned = _MADE if why == ["output"] else _PINNED
     if path is None:
         reason = (
             f"`{name}` is a new function object equivalent to the one an earlier call jitted (or "
-            f"holds new equivalent static parts), {_PINNED}"
+            f"holds new equivalent static parts), {pinned}"
         )
         return Miss("identity", name, reason)
     what = f"`{path}` is" if path else "a static field of a module argument holds"
     reason = (
         f"{what} a new object equivalent to the one an earlier call passed ({old} -> {new}), "
-        + _PINNED
+        + pinned
     )
     return Miss("identity", path, reason)

@@ -9,6 +9,7 @@ import equinox as eqx
 import jax.tree_util as jtu
 
 from .._keys import Key, stable_key, too_many_objects
+from ._ambient import ambient
 from ._node_data import node_data
 
 
@@ -65,3 +66,10 @@ def static_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -
         fun_key.identity or rest.identity,
         fun_key.substitutable and rest.substitutable,
     )
+
+
+def program_key(fun: Any, parts: FunParts, donated_args: str, jitkwargs: tuple) -> Any:
+    """The key a program is kept and shared under (`_sharing.py`): `static_key`, and the ambient
+    state a trace reads (`_ambient.py`), so that an equivalent function keyed anew under another
+    NumPy error state or warning filters is traced again, as `equinox.filter_jit` traces it."""
+    return (static_key(fun, parts, donated_args, jitkwargs), ambient())

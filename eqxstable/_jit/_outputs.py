@@ -8,7 +8,18 @@ returns `p2`; the traced output holds `p1`. Equivalent is not interchangeable (a
 `keywords` is its own dict, a model's activation its own function), so the trace records which
 non-array output leaves are, by identity, static input leaves (an argument's, or the function's
 own), by position, and every call served by the program (a hit, a guest) puts back its own
-objects at those positions. Everything else the trace made stays as it is, as on Equinox's hits.
+objects at those positions.
+
+Every other non-array output leaf that is not an immutable value (`shareable`: what is keyed by
+value and cannot change, an `int`, a `str`, a dtype, a tuple of such) was made by the trace (a
+`Log()`, a `set`), or reached through an input (`cfg.fn`): it is *made* (`Mixed.made`, its
+positions). Equinox returns it to the calls that hit the trace that made it, which are those of
+the very same function and static objects (it keys them by identity); a rebuilt function is
+traced again and gets a fresh one. So an entry whose trace made one is pinned to the objects that
+traced it (`Cache.pin`, as for a host callback), and another function's entry traces its own; a
+trace that finds the program compiled for an equal trace (`_reuse.first_call`: the fingerprint
+reads the made leaves' positions, not the objects) runs it and is served its own trace's objects
+(`Entry.remap`).
 """
 
 import threading
@@ -16,7 +27,9 @@ from typing import Any
 
 import equinox as eqx
 import jax.tree_util as jtu
+import numpy as np
 
+from .._keys._frozen import frozen_scalars
 from .._keys._per_class import type_ids
 from ._accounting import current
 
@@ -25,6 +38,31 @@ from ._accounting import current
 # (Equinox's hits return the traced one), and skipping them keeps their outputs off this path.
 # By identity (`type_ids`): a user's metaclass may call its class `int`.
 _VALUES = type_ids((int, float, complex, str, bytes, bool))
+# The same, and what else may be shared between calls of equivalent functions (`shareable`).
+_SHAREABLE = type_ids((int, float, complex, str, bytes, bool, type(None), type(Ellipsis)))
+
+
+try:
+    from jax._src.numpy.scalar_types import _ScalarMeta  # `jnp.float32`
+
+    _SCALAR_TYPES: tuple = (_ScalarMeta,)
+except ImportError:  # pragma: no cover - moved: such an output is served as made.
+    _SCALAR_TYPES = ()
+
+
+def shareable(x: Any) -> bool:
+    """Whether an output leaf is an immutable value, which any call may share: a builtin scalar,
+    a NumPy scalar, dtype or scalar type (`np.float32`, `jnp.float32`), or an exact tuple or
+    frozenset of builtin scalars all the way down (`frozen_scalars`). Anything else may be
+    written to by the caller who got it."""
+    t = type(x)
+    return (
+        id(t) in _SHAREABLE
+        or (isinstance(x, (np.dtype, np.generic, *_SCALAR_TYPES)) and not isinstance(x, np.void))
+        or (isinstance(x, type) and issubclass(x, np.generic))
+        or frozen_scalars(x)
+    )
+
 
 # Where the current call's objects are read from: `(entry.template, the function's template)`,
 # set only while a `Lowered.compile()`'d program runs (`serving`); a wrapper's call is found
@@ -52,16 +90,18 @@ class Mixed:
     `sources` holds `(output leaf, 0 or 1, input leaf)` for each output leaf that is a static
     input: of the call's flattened `(args, kwargs)` (0) or of the function (1). Its place in
     `template` is `None`, so the node data (which the reuse level fingerprints) holds positions,
-    never the traced object."""
+    never the traced object. `made` holds the positions of the leaves the trace made (see the
+    module's docstring): the template holds them, for the calls of the objects that traced it."""
 
-    __slots__ = ("dynamic", "treedef", "template", "dyn_pos", "sources")
+    __slots__ = ("dynamic", "treedef", "template", "dyn_pos", "sources", "made")
 
-    def __init__(self, dynamic, treedef, template, dyn_pos, sources=()):
+    def __init__(self, dynamic, treedef, template, dyn_pos, sources=(), made=()):
         self.dynamic = dynamic
         self.treedef = treedef
         self.template = template
         self.dyn_pos = dyn_pos
         self.sources = sources
+        self.made = made
 
 
 def rebuilt(out: Any) -> Any:
@@ -70,7 +110,13 @@ def rebuilt(out: Any) -> Any:
     Called while the call that returned `out` is current (`current.call`, `serving`)."""
     if type(out) is not Mixed:
         return out
-    leaves = list(out.template)
+    template = out.template
+    if out.made:
+        # A guest runs another entry's program: its own trace made its own objects.
+        remap = getattr(_entry(), "remap", None)
+        if remap is not None and remap[0] is template:
+            template = remap[1]
+    leaves = list(template)
     for i, x in zip(out.dyn_pos, out.dynamic):
         leaves[i] = x
     if out.sources:
@@ -78,8 +124,17 @@ def rebuilt(out: Any) -> Any:
     return out.treedef.unflatten(leaves)
 
 
+def _entry() -> Any:
+    """The entry of the call being served (`None` outside one)."""
+    entry = getattr(_served, "entry", None)
+    if entry is not None:
+        return entry
+    call = current.call
+    return None if call is None else call.entry
+
+
 def _flatten_mixed(m: Mixed) -> tuple:
-    return m.dynamic, (m.treedef, m.template, m.dyn_pos, m.sources)
+    return m.dynamic, (m.treedef, m.template, m.dyn_pos, m.sources, m.made)
 
 
 def _unflatten_mixed(spec: tuple, dynamic: Any) -> Mixed:
@@ -109,14 +164,16 @@ class serving:
     wrapper's call (`Lowered.compile()`): the objects its output takes from the inputs."""
 
     def __init__(self, entry: Any, fun_template: tuple):
+        self.entry = entry
         self.inputs = (entry.template, fun_template)
 
     def __enter__(self) -> None:
-        self.previous = getattr(_served, "inputs", None)
+        self.previous = (getattr(_served, "inputs", None), getattr(_served, "entry", None))
         _served.inputs = self.inputs
+        _served.entry = self.entry
 
     def __exit__(self, *exc: Any) -> None:
-        _served.inputs = self.previous
+        _served.inputs, _served.entry = self.previous
 
 
 def split_output(out: Any, call_template: Any = (), fun_template: Any = ()) -> Any:
@@ -140,9 +197,55 @@ def split_output(out: Any, call_template: Any = (), fun_template: Any = ()) -> A
     sources = _sources(leaves, mask, call_template, fun_template)
     for out_pos, _, _ in sources:
         template[out_pos] = None
-    return Mixed(
-        dynamic, treedef, tuple(template), tuple(i for i, m in enumerate(mask) if m), sources
+    taken = {out_pos for out_pos, _, _ in sources}
+    made = tuple(
+        i
+        for i, (x, m) in enumerate(zip(leaves, mask))
+        if not m and i not in taken and not shareable(x)
     )
+    return Mixed(
+        dynamic,
+        treedef,
+        tuple(template),
+        tuple(i for i, m in enumerate(mask) if m),
+        sources,
+        made,
+    )
+
+
+def _spec(out_tree: Any) -> tuple | None:
+    """The node data of a traced output's root `Mixed`, or `None`."""
+    try:
+        node = out_tree.node_data()
+    except Exception:
+        return None
+    if node is None or node[0] is not Mixed:
+        return None
+    return node[1]
+
+
+def made_template(out_tree: Any) -> tuple | None:
+    """The template of a traced output (`Traced.out_tree`) whose trace made objects (see the
+    module's docstring), else `None`."""
+    spec = _spec(out_tree)
+    if spec is None or not spec[4]:
+        return None
+    return spec[1]
+
+
+def shape_of(out_tree: Any) -> Any:
+    """A traced output's tree with `None` in place of the objects its trace made: what another
+    trace must match to run its program (each call gets its own trace's objects there)."""
+    spec = _spec(out_tree)
+    if spec is None or not spec[4]:
+        return out_tree
+    treedef, template, dyn_pos, sources, made = spec
+    template = list(template)
+    for i in made:
+        template[i] = None
+    mixed = jtu.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    shaped = Mixed(mixed.dynamic, treedef, tuple(template), dyn_pos, sources, made)
+    return jtu.tree_structure(shaped)
 
 
 def _sources(leaves: list, mask: list, call_template: Any, fun_template: Any) -> tuple:

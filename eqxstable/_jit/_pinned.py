@@ -253,26 +253,18 @@ def _ids(items: Any) -> tuple:
     return tuple(tuple(map(id, x)) if type(x) in (tuple, list) else id(x) for x in items)
 
 
-def jaxpr_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> Any:
-    """The jaxpr the program just compiled for `token` (from JAX's trace cache: the function is
-    not run again), or `None` when it cannot be had."""
-    try:
-        return program.jitted.trace(donated, kept, dyn, token).jaxpr
-    except Exception:
-        return None
-
-
 def pinned_twin(entries: list, key: Any, statics: list, data: list, mask: tuple) -> Any:
     """Where a new entry's objects differ from those of a pinned entry with the same key (the
-    latest of `entries`), as `Entry.unpinned` says; `None` if there is none. Only on a miss,
-    which traces next: its miss names the new object (`Program._explain`)."""
+    latest of `entries`), as `Entry.unpinned` says (and why that entry is pinned,
+    `Entry.pinned_by`, last); `None` if there is none. Only on a miss, which traces next: its
+    miss names the new object (`Program._explain`)."""
     for other in reversed(entries):
         if other.fun is None or other.key != key:
             continue
         for i, (a, b) in enumerate(zip(statics, other.statics)):
             if a is not b:
                 leaf = [j for j, m in enumerate(mask) if not m][i]
-                return (leaf, short_repr(b), short_repr(a))
+                return (leaf, short_repr(b), short_repr(a), other.pinned_by)
         for new, old in zip(data, other.data):
             if new is old:
                 continue
@@ -282,6 +274,6 @@ def pinned_twin(entries: list, key: Any, statics: list, data: list, mask: tuple)
                 if pair is None:
                     continue
                 new, old = pair
-            return (("field", new), short_repr(old), short_repr(new))
-        return (None, "", "")
+            return (("field", new), short_repr(old), short_repr(new), other.pinned_by)
+        return (None, "", "", other.pinned_by)
     return None

@@ -321,24 +321,24 @@ def unpinned_place(
 
     **Arguments:**
 
-    - `unpinned`: the entry's `unpinned`, `(where, old, new)`, or `None`.
+    - `unpinned`: the entry's `unpinned`, `(where, old, new, why)`, or `None`.
     - `sig`: the call's signature, whose leaves an index `where` counts.
     - `args`, `kwargs`: the call's bound arguments, where a module's static field is found.
 
     **Returns:**
 
-    `(path, old, new)` for `explain_stable_miss`, or `None`.
+    `(path, old, new, why)` for `explain_stable_miss`, or `None`.
     """
     if unpinned is None:
         return None
-    where, old, new = unpinned
+    where, old, new, *why = unpinned
     if type(where) is int:
         path = sig.leaves[where][0] if sig is not None and where < len(sig.leaves) else ""
     elif where is not None:
         path = field_path(where[1], args, kwargs)
     else:
         path = None
-    return path, old, new
+    return (path, old, new, *why)
 
 
 # Every program alive, whether kept by key or not, for `es.clear_caches()` (`_sharing.py`).

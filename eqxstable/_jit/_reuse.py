@@ -25,7 +25,8 @@ from typing import Any, TYPE_CHECKING
 
 from ._accounting import Call, not_compiled, notify, settle_loaded
 from ._fingerprint import fingerprint, reusable
-from ._pinned import jaxpr_of, runs_python
+from ._outputs import made_template, Mixed, shape_of
+from ._pinned import runs_python
 from ._runtime_error import _has_callback  # pyright: ignore[reportPrivateUsage]
 from ._token import Detach, Guest, route, Split, Token
 
@@ -74,8 +75,17 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     finally:
         call.notify = True
     traced_at = time.perf_counter()
+    # An output object the trace made is each trace's own (`_outputs.py`): the fingerprint
+    # reads its position, and the entry serves only the objects that traced it.
+    made = made_template(traced.out_tree)
     fp = fingerprint(
-        traced.jaxpr, traced.out_tree, program.donated_args, program.options, donated, kept, dyn
+        traced.jaxpr,
+        shape_of(traced.out_tree),
+        program.donated_args,
+        program.options,
+        donated,
+        kept,
+        dyn,
     )
     fingerprinted_at = time.perf_counter()
     stats = call.stats
@@ -108,6 +118,12 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
                 stats.reused -= 1
                 program.cache.reused(entry, False)
         else:
+            if made is not None:
+                program.cache.pin(entry, call.wrapper._state.parts, "output")
+                if type(out) is Mixed:
+                    # The target's program returns the target's objects: this entry's are its
+                    # own trace's (`rebuilt`).
+                    entry.remap = (out.template, made)
             _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
             return out
     entry.token = own
@@ -124,8 +140,8 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     settle_loaded(call)
     if offered:
         _by_fingerprint[fp] = own
-    if pinned:
-        program.cache.pin(entry, call.wrapper._state.parts)
+    if pinned or made is not None:
+        program.cache.pin(entry, call.wrapper._state.parts, "callback" if pinned else "output")
     _finish(program, call, entry, traced, start, traced_at, fingerprinted_at)
     return out
 
@@ -143,14 +159,27 @@ def traced_program(
     program: Any, entry: Any, token: Token, parts: Any, donated: list, kept: list, dyn: Any
 ) -> None:
     """After a call traced `entry`'s program under `token` (its own): a program that can raise
-    while it runs is waited for, and one that calls Python objects while it runs is pinned to
-    the objects this call traced (`_pinned.py`). Neither runs the function again: the jaxpr
-    comes from JAX's trace cache. One it cannot give is taken to call Python."""
-    jaxpr = jaxpr_of(token.program, token, donated, kept, dyn)
-    if jaxpr is None or runs_python(jaxpr):
+    while it runs is waited for, and one that calls Python objects while it runs, or whose
+    output holds objects its trace made (`_outputs.py`), is pinned to the objects this call
+    traced (`_pinned.py`). Neither runs the function again: the jaxpr comes from JAX's trace
+    cache. One it cannot give is taken to call Python."""
+    traced = traced_of(token.program, token, donated, kept, dyn)
+    jaxpr = None if traced is None else traced.jaxpr
+    if traced is None or runs_python(jaxpr):
         program.cache.pin(entry, parts)
+    elif made_template(getattr(traced, "out_tree", None)) is not None:
+        program.cache.pin(entry, parts, "output")
     if jaxpr is not None and _has_callback(jaxpr.jaxpr):
         program.waits.add(entry)
+
+
+def traced_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> Any:
+    """What the program just traced for `token` (from JAX's trace cache: the function is not
+    run again), or `None` when it cannot be had."""
+    try:
+        return program.jitted.trace(donated, kept, dyn, token)
+    except Exception:
+        return None
 
 
 def detached_token(program: Any, entry: Any, keeps: bool = False) -> Token:

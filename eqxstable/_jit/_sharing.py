@@ -2,7 +2,7 @@
 equivalent function, and how long they are kept.
 
 A wrapper asks `get_program` for the program of its function's static part and options
-(`_fun.static_key`); wrappers of equivalent functions get the same one, as `equinox.filter_jit`
+(`_fun.program_key`); wrappers of equivalent functions get the same one, as `equinox.filter_jit`
 shares its compiled programs, so `es.filter_jit(f)(x)` written inline does not recompile. A
 function that changed itself while traced also finds the program under its new key, for the very
 objects that traced it alone (`alias_program`). Programs that no live wrapper calls are kept a
@@ -17,20 +17,20 @@ from .._caches import cache_clears
 from . import _reuse
 from ._accounting import live_wrappers
 from ._aliases import Aliases
-from ._fun import FunParts, static_key
+from ._fun import FunParts, program_key
 from ._lru import LRU, sizes
 from ._node_data import node_data
 from ._program import _all_programs, _options, Program
 
 
-# Programs by the key of what they are compiled for (`static_key`: the function without its
-# arrays, and the options), shared by every wrapper of an equivalent function, as
-# `equinox.filter_jit` shares its compiled programs; the key covers everything the function's
-# trace can read. Also by the key a function has after a trace that changed it (see
-# `alias_program`). The least recently made or found are dropped beyond `sizes.programs`, and
-# `jax.clear_caches()` or `es.clear_caches()` drops them all: a program then lives only as long as
-# a wrapper that calls it, and goes, with everything its key holds (a closure's captured array),
-# when the last one does.
+# Programs by the key of what they are compiled for (`program_key`: the function without its
+# arrays, the options, and the ambient state a trace reads), shared by every wrapper of an
+# equivalent function, as `equinox.filter_jit` shares its compiled programs; the key covers
+# everything the function's trace can read. Also by the key a function has after a trace that
+# changed it (see `alias_program`). The least recently made or found are dropped beyond
+# `sizes.programs`, and `jax.clear_caches()` or `es.clear_caches()` drops them all: a program
+# then lives only as long as a wrapper that calls it, and goes, with everything its key holds (a
+# closure's captured array), when the last one does.
 _shared: LRU[Any, Program] = LRU(lambda: sizes.programs)
 # The key a function has after a trace that changed it (see `alias_program`), for the very
 # objects that traced it alone (the static template and node data), until they are keyed
@@ -96,7 +96,7 @@ def _release(keep: Program | None) -> None:
 def get_program(fun: Any, parts: FunParts, donated_args: str, jitkwargs: dict[str, Any]) -> Program:
     """The program for `fun` (split into `parts`) with these options, shared by every wrapper of
     an equivalent function."""
-    key = static_key(fun, parts, donated_args, _options(jitkwargs))
+    key = program_key(fun, parts, donated_args, _options(jitkwargs))
     program = _shared.get(key)
     if len(_aliases):
         # Only while some function has an alias (a trace counter): the node data walked once.
@@ -125,7 +125,7 @@ def alias_program(program: Program, fun: Any, parts: FunParts) -> None:
     (`es.filter_jit(f)` or `es.filter_jit(m.method)` made again) reuses it. The key of what can
     change in place names it by identity (a rebound cell, a list), so an equivalent copy made
     elsewhere in the changed state, which never ran this trace, does not find it."""
-    key = static_key(fun, parts, program.donated_args, _options(program.jitkwargs))
+    key = program_key(fun, parts, program.donated_args, _options(program.jitkwargs))
     if key != program.key and key not in _shared:
         # Only for these very objects: a function rebuilt over the same shared object (a list
         # the trace appends to) has this key too, but it never ran the trace, and traced now it

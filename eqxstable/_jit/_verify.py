@@ -169,7 +169,7 @@ _UNKNOWN = object()
 
 
 def _flatten(out: Mixed) -> tuple:
-    return (out.treedef, out.template, out.dyn_pos, out.sources)
+    return (out.treedef, out.template, out.dyn_pos, out.sources, out.made)
 
 
 def _static_outputs(node: Any) -> Any:
@@ -177,7 +177,7 @@ def _static_outputs(node: Any) -> Any:
     or `None` for an output of arrays only."""
     if node is None or node[0] is not Mixed:
         return None
-    treedef, template, dyn_pos, sources = node[1]
+    treedef, template, dyn_pos, sources = node[1][:4]
     return treedef, template, dyn_pos, sources
 
 

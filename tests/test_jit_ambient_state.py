@@ -1,0 +1,168 @@
+"""The ambient state library code reads while tracing (NumPy's error state and print options,
+Python's warning filters) is part of the key of a function keyed anew (attack 12b, finding 03):
+an equivalent rebuilt function called under another state is traced again under it, as eager
+Python and `equinox.filter_jit` run it, never served the program traced under the old state.
+Under an unchanged state a rebuilt function still shares the compiled program."""
+
+import warnings
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqxstable as es
+
+from .helpers import compile_log
+
+
+def _make(counter: list):
+    def f(x):
+        counter[0] += 1
+        return x + np.log(np.float64(-1.0))
+
+    return f
+
+
+def _quiet():
+    c = warnings.catch_warnings()
+    c.__enter__()
+    warnings.simplefilter("ignore")
+    return c
+
+
+def _outcome(run):
+    try:
+        return ("value", np.asarray(run()).tolist())
+    except (FloatingPointError, RuntimeWarning) as e:
+        return ("raises", type(e).__name__)
+
+
+@pytest.mark.counts_traces
+@pytest.mark.parametrize("state", ["errstate", "filter"])
+def test_a_rebuilt_function_under_a_new_state_traces_as_eager_and_equinox(state):
+    counter = [0]
+    x = jnp.ones(())
+    c = _quiet()
+    try:
+        first = es.filter_jit(_make(counter))(x)
+        assert np.isnan(np.asarray(first)) and counter[0] == 1
+    finally:
+        c.__exit__(None, None, None)
+
+    def under(run):
+        with warnings.catch_warnings():
+            if state == "filter":
+                warnings.simplefilter("error")
+                return _outcome(run)
+            warnings.simplefilter("ignore")
+            with np.errstate(invalid="raise"):
+                return _outcome(run)
+
+    got = under(lambda: es.filter_jit(_make(counter))(x))
+    eager = under(lambda: _make([0])(x))
+    ref = under(lambda: eqx.filter_jit(_make([0]))(x))
+    assert got == eager == ref
+    assert got[0] == "raises"
+    assert counter[0] == 2  # Traced again, under the new state.
+
+
+@pytest.mark.counts_traces
+def test_print_options_are_keyed():
+    n = 0
+
+    def make():
+        def g(x):
+            nonlocal n
+            n += 1
+            return x * len(repr(np.array([1 / 3])))
+
+        return g
+
+    x = jnp.ones(())
+    old = np.get_printoptions()
+    try:
+        a = float(es.filter_jit(make())(x))
+        np.set_printoptions(precision=2)
+        b = float(es.filter_jit(make())(x))
+        assert b == float(make()(x)) == float(eqx.filter_jit(make())(x))
+        assert a != b and n == 4  # Two traces of ours, one eager run, one of equinox's.
+    finally:
+        np.set_printoptions(**old)
+
+
+@pytest.mark.counts_traces
+def test_a_rebuilt_function_under_an_unchanged_state_shares_the_program():
+    n = 0
+
+    def make():
+        def h(x):
+            nonlocal n
+            n += 1
+            return x * 2.0
+
+        return h
+
+    x = jnp.ones(3)
+    with compile_log() as log:
+        for _ in range(3):
+            # A fresh `catch_warnings` (as pytest's per test) with equal filters is one state.
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                assert es.filter_jit(make())(x).tolist() == [2.0, 2.0, 2.0]
+    assert n == 1 and log.count("h") == 1
+
+
+@pytest.mark.counts_traces
+def test_the_same_function_keeps_its_program_under_a_new_state():
+    # As `equinox.filter_jit` serves its own cache: only a function keyed anew reads the state.
+    n = 0
+
+    def f(x):
+        nonlocal n
+        n += 1
+        return x + 1.0
+
+    w = es.filter_jit(f)
+    x = jnp.ones(())
+    w(x)
+    with np.errstate(all="raise"):
+        w(x)
+    assert n == 1 and w.cache_info()[:2] == (1, 1)
+
+
+@pytest.mark.counts_traces
+def test_a_rebuilt_static_argument_under_a_new_state_traces_again():
+    n = 0
+
+    def step(x, fn):
+        nonlocal n
+        n += 1
+        return fn(x)
+
+    w = es.filter_jit(step)
+    x = jnp.ones(())
+    make = lambda: lambda x: x + np.log(np.float64(-1.0))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isnan(np.asarray(w(x, make())))
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+            w(x, make())
+    assert n == 2
+
+
+def test_jax_trace_time_warnings_follow_the_filters():
+    # With x64 off, JAX warns while tracing that float64 is truncated: `-W error` raises it.
+    make = lambda: lambda x: x + jnp.zeros((), dtype=jnp.float64)  # noqa: E731
+    x = jnp.ones(())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert es.filter_jit(make())(x).tolist() == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning):
+            make()(x)
+        with pytest.raises(UserWarning):
+            eqx.filter_jit(make())(x)
+        with pytest.raises(UserWarning):
+            es.filter_jit(make())(x)
