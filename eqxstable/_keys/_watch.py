@@ -199,6 +199,12 @@ class Watch:
                 ):
                     return False
                 continue
+            check = getattr(state_fn, "valid", None)
+            if check is not None:
+                # A state that compares itself where it is (`_records.records_state`).
+                if not check(obj, state):
+                    return False
+                continue
             now = state_fn(obj)
             if len(now) != len(state) or not all(map(_is, now, state)):
                 return False
