@@ -60,7 +60,8 @@ def _python_calls(fn, name: str | None = None) -> int:
 
 def test_which_tuples_hold_frozen_records():
     assert frozen_records((Rec(1, 1.0, "a"), 3, ("x", (Rec(2, 2.0, "b"),)))) is not None
-    assert len(frozen_records((Rec(1, 1.0, "a"), (Rec(2, 2.0, "b"),)))) == 2
+    found = frozen_records((Rec(1, 1.0, "a"), (Rec(2, 2.0, "b"),)))
+    assert found is not None and len(found) == 2
     assert frozen_records((1, 2, 3)) is None  # No record: `frozen_scalars`'s.
     assert frozen_records([Rec(1, 1.0, "a")]) is None  # A list can change.
     assert frozen_records((Holds([1]),)) is None  # A record holding a list.
