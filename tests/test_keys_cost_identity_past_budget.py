@@ -198,3 +198,38 @@ def test_the_records_memo_is_bounded():
     for t in tables:
         compute(lambda t=t: t)
     assert len(_records._memo) <= _records.MEMO_SIZE
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["set", "same", "add", "delete", "class", "dict"]),
+            st.integers(0, 19),
+            st.sampled_from([0, 1, 1.0, True, -0.0, 0.0, "1", None]),
+        ),
+        max_size=3,
+    )
+)
+def test_the_check_in_place_is_the_state_compared(changes):
+    # `_records_valid` (the hit path) answers exactly what comparing `records_state` by `is` does.
+    table = tuple(Rec(i % 3, 0.0, "a") for i in range(20))
+    held = _records.Records(list(table))
+    state = records_state(held)
+    for change, where, value in changes:
+        r = table[where]
+        if change == "set":
+            object.__setattr__(r, "a", value)
+        elif change == "same":
+            object.__setattr__(r, "a", r.a)
+        elif change == "add":
+            object.__setattr__(r, "z", value)
+        elif change == "delete" and "c" in vars(r):
+            object.__delattr__(r, "c")
+        elif change == "class":
+            object.__setattr__(r, "__class__", Other)
+        elif change == "dict":
+            object.__setattr__(r, "__dict__", dict(vars(r)))
+    now = records_state(held)
+    same = len(now) == len(state) and all(map(lambda a, b: a is b, now, state))
+    assert _records._records_valid(held, state) == same

@@ -109,3 +109,35 @@ def test_the_flat_check_is_the_member_by_member_check():
     assert watch.valid()
     Planet.P3.radius = 1.0
     assert not watch.valid()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["set", "same", "add", "delete", "value"]),
+            st.integers(0, 29),
+            st.sampled_from([0, 1, 1.0, True, -0.0, 0.0, "1", None]),
+        ),
+        max_size=3,
+    )
+)
+def test_the_flat_check_in_place_is_the_state_compared(changes):
+    # `_members_valid` (the hit path) answers exactly what comparing `_members_state` by `is` does.
+    Planet = _planets(30)
+    state = _members_state(Planet)
+    for change, where, value in changes:
+        m = Planet[f"P{where}"]
+        if change == "set":
+            m.mass = value
+        elif change == "same":
+            m.mass = m.mass
+        elif change == "add":
+            m.extra = value
+        elif change == "delete" and "radius" in vars(m):
+            del m.radius
+        elif change == "value":
+            m._value_ = value
+    now = _members_state(Planet)
+    same = len(now) == len(state) and all(map(lambda a, b: a is b, now, state))
+    assert _members_valid(Planet, state) == same
