@@ -360,8 +360,9 @@ def describe_change(old: Any, new: Any, rebuilt: bool = False) -> str:
 
 def _held_past_budget(part: Any) -> Any:
     """The container that a key part past the object budget names by identity
-    (`_keys._context.held_items`), else `None`."""
-    if type(part) is tuple and len(part) == 3 and part[0] == TOO_MANY:
+    (`_keys._context.held_items`; a tuple of frozen records, `_keys._records.records_part`,
+    with its records' classes after), else `None`."""
+    if type(part) is tuple and len(part) in (3, 4) and part[0] == TOO_MANY:
         ident = part[1]
         if type(ident) is Identity:
             return ident.obj

@@ -4,7 +4,9 @@ and the descriptors a class holds (`K-descriptor`)."""
 
 import abc
 import enum
+import operator
 import types
+from itertools import chain, islice
 from typing import Any
 
 import equinox as eqx
@@ -220,7 +222,21 @@ def _members(c: type, ctx: Ctx) -> tuple:
 
 
 def _members_state(c: type) -> tuple:
-    # Every member's attributes in one flat tuple, compared with `is` on the hit path.
+    """Every member's attributes in one flat tuple, compared with `is` on the hit path: where
+    each member's `__dict__` is an exact dict (the usual case), read in C (`_FLAT`: all sizes,
+    then all names, then all values; a 20,000-member enum: no loop in Python), else member by
+    member (its size, names and values, or its value where it has no such `__dict__`)."""
+    dicts = _member_dicts(c)
+    if dicts is not None:
+        lengths = list(map(len, dicts))
+        if max(lengths) > 256:
+            lengths = list(map(size, lengths))
+        return (
+            _FLAT,
+            *lengths,
+            *chain.from_iterable(dicts),
+            *chain.from_iterable(map(dict.values, dicts)),
+        )
     out: list = []
     for member in c.__dict__["_member_map_"].values():
         d = getattr(member, "__dict__", None)
@@ -229,6 +245,54 @@ def _members_state(c: type) -> tuple:
         else:
             out.append(member._value_)
     return tuple(out)
+
+
+# Heads the state `_members_state` reads in C: no member-by-member state starts with it.
+_FLAT = object()
+_dict_of = operator.attrgetter("__dict__")
+
+
+def _member_dicts(c: type) -> list | None:
+    # Each member's `__dict__`, where there are members and every one has an exact dict.
+    try:
+        dicts = list(map(_dict_of, c.__dict__["_member_map_"].values()))
+    except Exception:
+        return None
+    if not dicts or len(set(map(type, dicts))) != 1 or type(dicts[0]) is not dict:
+        return None
+    return dicts
+
+
+def _members_valid(c: type, state: tuple) -> bool:
+    """`_members_state(c)` matches `state` item by item by `is`, compared where the members
+    are, without building it (the hit path: `Watch.valid` calls it as the state function's
+    `valid`)."""
+    if not state or state[0] is not _FLAT:
+        now = _members_state(c)
+        return len(now) == len(state) and all(map(operator.is_, now, state))
+    dicts = _member_dicts(c)
+    if dicts is None:
+        return False
+    n = len(dicts)
+    # Sizes as exact ints, compared by value in C (a state's are `size`d to compare by `is`).
+    if list(map(len, dicts)) != list(islice(state, 1, n + 1)):
+        return False
+    total = sum(map(len, dicts))
+    if len(state) != 1 + n + 2 * total:
+        return False
+    start = 1 + n
+    return all(
+        map(operator.is_, chain.from_iterable(dicts), islice(state, start, start + total))
+    ) and all(
+        map(
+            operator.is_,
+            chain.from_iterable(map(dict.values, dicts)),
+            islice(state, start + total, None),
+        )
+    )
+
+
+_members_state.valid = _members_valid  # pyright: ignore[reportFunctionMemberAccess]
 
 
 def _class_state(c: type) -> tuple:
@@ -248,6 +312,9 @@ def _class_state(c: type) -> tuple:
 _SLOT_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
+_SLOT_DESCRIPTOR_IDS = frozenset(map(id, _SLOT_DESCRIPTORS))
+
+
 # What stands in a class's state for one of its own slot descriptors under its own name.
 _OWN_SLOT = object()
 
@@ -257,6 +324,10 @@ def _entries(c: type, d: Any) -> tuple:
     # state holding it would keep a class made at run time alive for ever (it holds its class).
     # `type` makes one per name and never another, so the entry rebound to anything else (another
     # class's descriptor, or this one under another name, included) still changes the state.
+    values = list(d.values())
+    if _SLOT_DESCRIPTOR_IDS.isdisjoint(map(id, map(type, values))):
+        # No descriptor of a slot among them (a 20,000-member enum's namespace: scanned in C).
+        return (size(len(d)), *values)
     return (
         size(len(d)),
         *[

@@ -171,7 +171,10 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
             found = None
             for x in reversed(e.path):
                 if id(x) not in frozen and (
-                    frozen_scalars(x) or frozen_items(x) or frozen_nested(x)
+                    frozen_scalars(x)
+                    or frozen_items(x)
+                    or frozen_nested(x)
+                    or _frozen_records(x) is not None
                 ):
                     found = x
                     break
@@ -261,6 +264,13 @@ def budget_left(ctx: Ctx) -> int:
     """How many more objects this computation may walk (`MAX_OBJECTS`, read here at every call,
     so that a test lowering it lowers it for the scans of `_budget.py` too)."""
     return MAX_OBJECTS - ctx.stack.walked
+
+
+def _frozen_records(x: Any) -> Any:
+    # `_records.py` keys what a tuple of frozen records reaches: above this module.
+    from ._records import frozen_records
+
+    return frozen_records(x)
 
 
 def _rules_resolve(t: type) -> Handler:

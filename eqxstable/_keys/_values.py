@@ -16,6 +16,7 @@ from ._dtypes import dtype_key
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
 from ._per_class import per_class
+from ._records import recall_records, records_part
 from ._scalars import scalar_run
 from ._state import (
     added_state,
@@ -132,9 +133,13 @@ def tuple_(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     fast = scalar_run(obj, ctx)
     if fast is not None:
         return (tuple, fast)
-    frozen = frozen_part(obj, ctx)
+    frozen = records_part(obj, ctx) or frozen_part(obj, ctx)
     if frozen is not None:
         return frozen
+    if len(obj) > _FEW:
+        remembered = recall_records(obj, ctx, content_ok)
+        if remembered is not None:
+            return remembered
     if len(obj) > _FEW and past_budget(obj, ctx) and frozen_scalars(obj):
         # Walking it would run out of the budget, and `top` would start over to key it by its
         # identity (`K-too-deep`): so keyed now. Nothing in it can change.
@@ -174,7 +179,7 @@ def static_form(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
 @compound
 def frozenset_(obj: frozenset, ctx: Ctx, content_ok: bool) -> Any:
     # In iteration order: equal frozensets can iterate differently, and code may loop over one.
-    frozen = frozen_part(obj, ctx)
+    frozen = records_part(obj, ctx) or frozen_part(obj, ctx)
     if frozen is not None:
         return frozen
     # A subclass's `__iter__` may show something else than what `in` and `len` read: the
@@ -259,6 +264,10 @@ def frozen_dataclass(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     skip = field_names(t) + slots_of(t) if own_class(t) else field_names(t)
     holds_data(obj, ctx, skip)
     return (key(t, ctx, False), tuple(values), added_state(obj, ctx, skip=skip))
+
+
+# Its instances may be records of a tuple keyed by identity past the budget (`_records.py`).
+frozen_dataclass.frozen_record = True  # pyright: ignore[reportFunctionMemberAccess]
 
 
 def _owns_dicts(t: type) -> bool:

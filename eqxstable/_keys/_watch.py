@@ -199,6 +199,12 @@ class Watch:
                 ):
                     return False
                 continue
+            check = getattr(state_fn, "valid", None)
+            if check is not None:
+                # A state that compares itself where it is (`_records.records_state`).
+                if not check(obj, state):
+                    return False
+                continue
             now = state_fn(obj)
             if len(now) != len(state) or not all(map(_is, now, state)):
                 return False
@@ -288,9 +294,13 @@ def same_bytes(holder: Any, data: Any) -> bool:
     n = len(data.data)
     if a.nbytes != n:
         return False
-    if n <= _COPIED or not a.flags.c_contiguous:
-        # Small (a copy costs less than a call through `ctypes`), or scattered in memory.
+    if n <= _COPIED:
+        # Small: a copy costs less than a call through `ctypes`.
         return a.tobytes() == data.data
+    if not a.flags.c_contiguous:
+        # Scattered in memory (a column slice of a matrix): compared where it is, in slices,
+        # against the bytes it had, never copied out whole (64 MB: a `tobytes()` a call).
+        return _same_strided(a, data.data)
     if _memcmp is not None:
         return _memcmp(a.ctypes.data, data.data, n) == 0
     return _same_slices(a, data.data)
@@ -316,6 +326,42 @@ def _same_slices(a: np.ndarray, data: bytes) -> bool:
 
 
 _SLICE = 1 << 19
+_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    # The array's items as unsigned integers of their size, or as rows of bytes for another
+    # size (`complex128`, `S7`, a record): compared bit for bit, never by value (`0.0 == -0.0`,
+    # a NaN is unequal to itself). A view of the same memory, strided as `a` is.
+    size = a.dtype.itemsize
+    uint = _UINTS.get(size)
+    return a.view(uint if uint is not None else np.dtype((np.uint8, size)))
+
+
+def _same_strided(a: np.ndarray, data: bytes) -> bool:
+    """Whether a non-contiguous array holds `data` (its bytes in C order, as `tobytes` gives
+    them): its items compared bit for bit with the saved bytes seen as an array of its shape,
+    a block of leading-axis rows at a time (about `_SLICE` items each, so the boolean array
+    `array_equal` makes stays small), without copying the array out."""
+    if a.dtype.itemsize == 0 or a.size == 0:
+        return a.tobytes() == data
+    bits = _bits(a)
+    ref = _bits(np.frombuffer(data, a.dtype).reshape(a.shape))
+    return _same_blocks(bits, ref)
+
+
+def _same_blocks(bits: np.ndarray, ref: np.ndarray) -> bool:
+    if bits.ndim == 0:
+        return bool(np.array_equal(bits, ref))
+    per_row = max(1, bits[:1].size)
+    if per_row > 4 * _SLICE and bits.ndim > 1:
+        # Few long rows (a `(2, 10**8)` view): each row in blocks of its own.
+        return all(_same_blocks(bits[i], ref[i]) for i in range(bits.shape[0]))
+    step = max(1, _SLICE // per_row)
+    for i in range(0, bits.shape[0], step):
+        if not np.array_equal(bits[i : i + step], ref[i : i + step]):
+            return False
+    return True
 
 
 def _find_memcmp() -> Any:
