@@ -89,3 +89,20 @@ def test_readme_first_screen_is_what_the_doctor_prints():
     doctor_page = (ROOT / "docs" / "doctor.md").read_text()
     assert shown in doctor_page
     assert README.index(shown) < 1500, "the report belongs on the README's first screen"
+
+
+def test_readme_test_command_installs_what_the_tests_skip_without():
+    # A test that skips when a library is missing (`pytest.importorskip("lineax")`) runs only where
+    # the README's test command installs that library: every such library is in an extra it names.
+    import tomllib
+
+    extras = re.findall(r"\.\[([\w,-]+)\]", _blocks("bash")[1])[0].split(",")
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = {
+        re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower()  # type: ignore[union-attr]
+        for name in extras
+        for req in declared["optional-dependencies"][name] + declared["dependencies"]
+    }
+    sources = "\n".join(path.read_text() for path in (ROOT / "tests").rglob("*.py"))
+    skipped = set(re.findall(r'importorskip\("([a-z_]+)"\)', sources))
+    assert skipped and skipped <= installed, skipped - installed
