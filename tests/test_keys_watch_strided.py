@@ -94,7 +94,7 @@ def test_negative_zero_and_nan_payloads_are_changes():
     assert same_bytes(view, state)
     base[3, 4] = np.nan
     state = ArrayState(view, view.tobytes())
-    base.view(np.uint64)[3, 4] ^= 1  # Another NaN.
+    base.view(np.uint64)[3, 4] ^= np.uint64(1)  # Another NaN (NumPy 1.25: not a Python int).
     assert not same_bytes(view, state)
 
 

@@ -167,10 +167,16 @@ def traced_program(
     jaxpr = None if traced is None else traced.jaxpr
     if traced is None or runs_python(jaxpr):
         program.cache.pin(entry, parts)
-    elif made_template(getattr(traced, "out_tree", None)) is not None:
+    elif made_template(out_tree(traced)) is not None:
         program.cache.pin(entry, parts, "output")
     if jaxpr is not None and _has_callback(jaxpr.jaxpr):
         program.waits.add(entry)
+
+
+def out_tree(traced: Any) -> Any:
+    """A `jax.stages.Traced`'s output tree: `out_tree`, or `_out_tree` on older JAX (0.5)."""
+    tree = getattr(traced, "out_tree", None)
+    return getattr(traced, "_out_tree", None) if tree is None else tree
 
 
 def traced_of(program: Any, token: Any, donated: list, kept: list, dyn: Any) -> Any:
