@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _arrays, _watch, compute
+from eqxstable._keys import _arrays, _bytes, compute
 from eqxstable._keys._dtypes import dtype_key
 
 
@@ -49,7 +49,7 @@ def copies(monkeypatch):
     """`(digests, copies)`: how many times a large array was hashed and copied for a watch."""
     digests = _Counting()
     made = []
-    real = _watch.ArrayState
+    real = _bytes.ArrayState
 
     def counting(array, data, shared=False):
         if shared:
@@ -117,8 +117,8 @@ def compare(request, monkeypatch):
     """Each way `same_bytes` compares a large array: `memcmp`, and NumPy in slices where the
     platform has no `memcmp`."""
     if request.param == "numpy":
-        monkeypatch.setattr(_watch, "_memcmp", None)
-    elif _watch._memcmp is None:
+        monkeypatch.setattr(_bytes, "_memcmp", None)
+    elif _bytes._memcmp is None:
         pytest.skip("no memcmp on this platform")
     return request.param
 
@@ -153,7 +153,7 @@ def test_a_change_after_a_hit_of_a_rebuilt_reader_retraces(compare, where):
 
 
 def test_a_hit_allocates_nothing():
-    if _watch._memcmp is None:
+    if _bytes._memcmp is None:
         pytest.skip("no memcmp on this platform")
     a = np.zeros(10_000_000)
     _, watch = compute(lambda: a)
@@ -190,7 +190,7 @@ def _arrays_and_changes(draw):
 @given(_arrays_and_changes(), st.sampled_from(["memcmp", "numpy", "copied"]))
 def test_same_bytes_is_exactly_the_bytes_shape_and_dtype(case, path):
     a, change, where, byte = case
-    old = _watch.ArrayState(a, a.tobytes())
+    old = _bytes.ArrayState(a, a.tobytes())
     shape, dtype = a.shape, dtype_key(a.dtype)
     raw = a.view(np.uint8) if a.flags.c_contiguous and a.ndim else None
     if change in ("byte", "same byte") and raw is not None and raw.size:
@@ -201,16 +201,16 @@ def test_same_bytes_is_exactly_the_bytes_shape_and_dtype(case, path):
     elif change == "dtype" and a.flags.c_contiguous and a.ndim and a.dtype.itemsize > 1:
         a.dtype = np.dtype(np.uint8)
     expected = a.shape == shape and dtype_key(a.dtype) == dtype and a.tobytes() == old.data
-    saved = _watch._memcmp, _watch._COPIED
+    saved = _bytes._memcmp, _bytes._COPIED
     try:
         if path == "numpy":
-            _watch._memcmp = None
+            _bytes._memcmp = None
         if path != "copied":
             # Every size through the path under test, not only beyond `_COPIED`.
-            _watch._COPIED = 0
-        assert _watch.same_bytes(a, old) == expected
+            _bytes._COPIED = 0
+        assert _bytes.same_bytes(a, old) == expected
     finally:
-        _watch._memcmp, _watch._COPIED = saved
+        _bytes._memcmp, _bytes._COPIED = saved
 
 
 def _apply(g, x):

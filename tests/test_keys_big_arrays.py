@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys import _arrays, _watch, compute
+from eqxstable._keys import _arrays, _bytes, compute
 
 
 TABLE = np.arange(4096, dtype=np.float64)  # 32 KiB
@@ -67,11 +67,11 @@ def test_any_change_is_a_new_key(i, value):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.uint8])
-@pytest.mark.parametrize("where", [0, _watch._SLICE - 1, _watch._SLICE, -1])
+@pytest.mark.parametrize("where", [0, _bytes._SLICE - 1, _bytes._SLICE, -1])
 def test_a_change_in_any_slice_is_seen(dtype, where):
-    # The watch compares a large array slice by slice (`_watch.same_bytes`): by 8 bytes where
+    # The watch compares a large array slice by slice (`_bytes.same_bytes`): by 8 bytes where
     # its size allows (float64), else byte by byte (2 * _SLICE + 3 bytes).
-    a = np.zeros(2 * _watch._SLICE + 3, dtype)
+    a = np.zeros(2 * _bytes._SLICE + 3, dtype)
     f = lambda: a[0]  # noqa: E731
     before, watch = compute(f)
     assert watch.valid()

@@ -5,7 +5,7 @@ templated kernel) is freed once dropped, after `stable_key`, `intern` and `filte
 key or memo entry holds its namespace, which holds it (`_keys/_handles.py`). A later namespace
 that reuses a dead one's `id()` is never taken for it. The copy of a large NumPy array that a
 reader's watch compares against lives as long as the strong watches that check it (a wrapper's,
-a cache entry's), not as long as the array or its reader (`_watch.ArrayState`)."""
+a cache entry's), not as long as the array or its reader (`_bytes.ArrayState`)."""
 
 import dataclasses
 import gc

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
-from eqxstable._keys._watch import _COPIED, ArrayState, same_bytes
+from eqxstable._keys._bytes import _COPIED, ArrayState, same_bytes
 
 
 def _c_calls(check, name: str) -> int:

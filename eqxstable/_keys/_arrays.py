@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ._bytes import ArrayState, same_bytes
 from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
 from ._mutable import _items
@@ -19,7 +20,7 @@ from ._state import (
     unreadable,
 )
 from ._types import Identity, MutableKey
-from ._watch import ArrayState, same_bytes, size
+from ._watch import size
 
 
 def _c_base(t: type) -> type:

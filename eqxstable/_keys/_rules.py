@@ -46,6 +46,7 @@ from . import (
     _registries as reg,
     _values as v,
 )
+from ._bytes import ArrayState
 from ._canonical_forms import canonical_form
 from ._context import compound, Ctx, Handler, identity, key
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
@@ -53,7 +54,6 @@ from ._origin import CONFIG_HOLDERS, library_class, own_class
 from ._per_class import TypeTable
 from ._state import impure_library, unreadable
 from ._types import Identity, MutableKey
-from ._watch import ArrayState
 
 
 def _code(obj: types.CodeType, ctx: Ctx, content_ok: bool) -> Any:
