@@ -360,6 +360,20 @@ def test_allowlisted_library_values():
     assert es.intern(m) is m and key(m) != key(D("1.0"))
 
 
+def test_jax_values_by_their_own_eq_within_the_type_and_substituted():
+    # `K-jax-value`: JAX keys its own caches by these objects' `==`, so equal ones share a key
+    # and `intern` hands out one of them (a user's own `==` class is never substituted).
+    def sds(dtype: Any) -> Any:
+        return jax.ShapeDtypeStruct((2, 3), dtype)
+
+    first = sds(jnp.float32)
+    assert es.intern(first) is first and es.intern(sds(jnp.float32)) is first
+    assert key(sds(jnp.float32)) == key(first) != key(sds(jnp.int32))
+    assert key(jax.ShapeDtypeStruct((3, 2), jnp.float32)) != key(first)
+    assert es.intern(sds(jnp.int32)) is not first
+    assert not key(first).identity and key(first).substitutable
+
+
 def test_structured_dtypes_watched_never_substituted():
     a = np.dtype([("a", "f4"), ("b", "f4")])
     k = key(a)

@@ -789,9 +789,7 @@ ROW_TESTS = {
     "K-uuid": _ALLOW + "test_allowlisted_library_values",
     "K-signature": _ALLOW + "test_allowlisted_library_values",
     "K-dtype": _ALLOW + "test_structured_dtypes_watched_never_substituted",
-    "K-jax-value": (
-        "tests/test_key_jaxpr.py::test_a_jaxpr_static_under_plain_equinox_after_stabilize"
-    ),
+    "K-jax-value": _ALLOW + "test_jax_values_by_their_own_eq_within_the_type_and_substituted",
     "K-key-path": "tests/test_keys_wrappers.py::test_key_path_entries_type_exactly",
     "K-own-eq": _ALLOW + "test_own_eq_is_its_own_eq_type_exactly_never_substituted",
     "K-hash-without-eq": _ROWS + "test_hash_without_eq_is_identity_with_a_warning",
