@@ -33,12 +33,12 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.monitoring
-from jax._src import config as _jax_config
+from jax._src import config as _jax_config, source_info_util
 
 from .._compat import EXPLAINS_JIT_MISSES
 from .._jit import COMPILE_EVENT, TRACE_EVENT
 from ._compile_source import compiled_source
-from ._explain_switch import ExplainSwitch, SAME_LINE
+from ._explain_switch import ExplainSwitch, FirstSeen, quiet_while, SAME_LINE
 
 
 _LOGGER = "jax._src.interpreters.partial_eval"
@@ -202,6 +202,8 @@ class JaxJitWatch(logging.Filter):
         self._was = False
         self._listening = False
         self._switch: ExplainSwitch | None = None
+        self._first = FirstSeen()
+        self._unquiet: Callable[[], None] = lambda: None
 
     def install(self) -> bool:
         """Turns JAX's explanations on for the doctor. Returns whether this JAX can explain its
@@ -210,7 +212,9 @@ class JaxJitWatch(logging.Filter):
             # Its explanations would be read wrongly, and JAX would log them to the script.
             return False
         self._switch = ExplainSwitch.install()
-        if self._switch is None:
+        if self._switch is not None:
+            self._unquiet = quiet_while(self.busy, self._noted)
+        else:
             try:
                 self._was = bool(jax.config.jax_explain_cache_misses)  # pyright: ignore
                 jax.config.update("jax_explain_cache_misses", True)
@@ -230,6 +234,7 @@ class JaxJitWatch(logging.Filter):
         self.installed = False
         self._listening = False
         if self._switch is not None:
+            self._unquiet()
             self._switch.uninstall()
         else:
             jax.config.update("jax_explain_cache_misses", self._was)
@@ -246,6 +251,27 @@ class JaxJitWatch(logging.Filter):
         if self._switch is None:
             return self._was
         return bool(_jax_config.explain_cache_misses.value)
+
+    def _noted(self, fun: Any, debug_info: Any, quiet: bool) -> None:
+        # A trace that JAX does not explain (`quiet_while`: a `filter_jit` call runs): what the
+        # explanation would have told `filter`, which reads no more than this while busy. JAX
+        # explains a function it never saw (by identity) as where it was called and defined;
+        # one it saw again adds nothing the first did not.
+        first = self._first.first(fun)
+        if not quiet or not first or self._switch is None or self._script_asked():
+            return
+        filename = debug_info.func_filename
+        if filename and not source_info_util.is_user_filename(filename):
+            return
+        src_info = f" defined at {filename}" if filename else ""
+        if lineno := debug_info.func_lineno:
+            src_info += f":{lineno}"
+        callsite = source_info_util.summarize(source_info_util.current())
+        self._switch.seen_callsite(f"TRACING CACHE MISS at {callsite}:", True)
+        message = f"  never seen function:\n    {debug_info.func_name} id={id(fun)}{src_info}"
+        explained = parse(message, False)
+        if explained is not None and not _ours(explained.location):
+            self._known.setdefault(f"jit({explained.name})", set()).add(explained.location)
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Returns whether the record goes on to the script's own logging: only if it had asked.
