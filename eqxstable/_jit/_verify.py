@@ -12,6 +12,11 @@ trace: each is compared with the one this trace returned (`_static_outputs`).
 It is on for a wrapper made with `verify=True`, for every wrapper when `EQXSTABLE_VERIFY=1` is
 in the environment, and under `pytest --eqxstable-verify`. It costs a trace per call: a check for
 tests, not for production.
+
+A wrapper made with `verify=None` (the default) follows the switch `ON` on every call, not only
+when it is made: `pytest --eqxstable-verify` turns it on (`switch_on`) after the rootdir
+`conftest.py` may have made wrappers already, and those are verified too. The hit path reads it
+as a module attribute, so following it costs no call.
 """
 
 import os
@@ -48,10 +53,29 @@ MSG_STALE_OUTPUT = (
 )
 
 
-def enabled(flag: bool | None) -> bool:
+def _from_environment() -> bool:
+    return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
+
+
+# Whether every wrapper made with `verify=None` verifies its hits: read from the environment when
+# the jit layer is imported, and turned on by the pytest plugin (`switch_on`).
+ON: bool = _from_environment()
+
+
+def switch_on() -> None:
+    """Verify mode for every wrapper that was not made with `verify=False`, those made already
+    included (`pytest --eqxstable-verify`)."""
+    global ON
+    ON = True
+
+
+def enabled(flag: bool | None) -> bool | None:
+    """A new wrapper's `verifying`: its own `verify=` flag; else `True` where the environment
+    asks for verify mode now (a wrapper made under `EQXSTABLE_VERIFY=1` stays verified); else
+    `None`, which follows `ON` call by call."""
     if flag is not None:
         return flag
-    return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
+    return True if _from_environment() else None
 
 
 def served() -> bool:
