@@ -8,7 +8,8 @@ in a test, without hand-written counters:
 - the `no_recompiles` fixture: the test runs as inside `with es.no_recompiles():`, where a
     function's first trace *in the test* is allowed.
 - `pytest --eqxstable-verify`: every stable `filter_jit` runs in verify mode (as with
-    `EQXSTABLE_VERIFY=1`).
+    `EQXSTABLE_VERIFY=1`), switched on before the rootdir `conftest.py` is imported, and for
+    wrappers made before that too (`_verify.ON`).
 
 eqxstable's jit layer (and so JAX and Equinox) is imported only when a test uses one of these, so
 that merely having the plugin installed costs other test suites nothing; in particular a project
@@ -49,12 +50,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--eqxstable-verify", action="store_true", default=False, help=_VERIFY_HELP)
 
 
+def _switch_on_verify() -> None:
+    """Verify mode for the session: in the environment, for the jit layer when it is imported
+    (and for subprocesses), and for every wrapper made already where it was imported before (by
+    another plugin), without importing it here."""
+    os.environ["EQXSTABLE_VERIFY"] = "1"
+    verify = sys.modules.get("eqxstable._jit._verify")
+    if verify is not None:
+        verify.switch_on()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before the rootdir `conftest.py` is imported, which may make wrappers (shared jitted
+    # helpers, model fixtures): `pytest_configure` comes after it.
+    if getattr(early_config.known_args_namespace, "eqxstable_verify", False):
+        _switch_on_verify()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     if config.getoption("eqxstable_verify"):
-        # Set before any test module is collected (and so before any wrapper is made); the jit
-        # layer reads it.
-        os.environ["EQXSTABLE_VERIFY"] = "1"
+        # Again, where the option came from elsewhere than the command line (`addopts` is read
+        # early too): wrappers made before are switched on as well (`_verify.ON`).
+        _switch_on_verify()
 
 
 class TraceWatch:

@@ -166,3 +166,59 @@ def test_jax_trace_time_warnings_follow_the_filters():
             eqx.filter_jit(make())(x)
         with pytest.raises(UserWarning):
             es.filter_jit(make())(x)
+
+
+def _ambient(state: str):
+    if state == "errstate":
+        return np.errstate(invalid="raise")
+    if state == "printoptions":
+        return np.printoptions(precision=3)
+    return warnings.catch_warnings()
+
+
+@pytest.mark.parametrize(
+    "state, part, change",
+    [
+        ("errstate", "NumPy's error state", "invalid 'warn' -> 'raise'"),
+        ("printoptions", "NumPy's print options", "precision 8 -> 3"),
+        ("filter", "the warning filters", "'error' for Warning matching '13b-02' added"),
+    ],
+)
+def test_a_miss_under_a_new_state_names_the_state(state, part, change):
+    # Attack 13b-02: such a miss said "compiled again for arguments it has seen before (JAX's
+    # own cache no longer held the program...)", naming neither the state nor the new object.
+    def step(x, act):
+        return act(x)
+
+    es.clear_caches()  # `step` of an earlier case shares the program: its misses too.
+    wrapper = es.filter_jit(step)
+    x = jnp.ones(3)
+    made = []
+    for context in (warnings.catch_warnings(), _ambient(state)):
+        with context:
+            if state == "filter" and made:
+                warnings.filterwarnings("error", message="13b-02")
+            # Rebuilt each time: an equivalent new object, keyed anew.
+            made.append(lambda v: v * 2.0)
+            np.testing.assert_allclose(wrapper(x, made[-1]), [2.0, 2.0, 2.0])
+    miss = wrapper.misses[-1]
+    assert (miss.kind, miss.path) == ("first", "")
+    assert miss.reason.startswith(f"first call of `step` under this ambient state ({part}")
+    assert change in miss.reason
+    assert "a static argument is a new object, equivalent to one" in miss.reason
+    assert "pass the same objects every call" in miss.reason
+    assert "seen before" not in miss.reason
+
+
+def test_a_miss_under_the_same_state_is_not_blamed_on_it():
+    def step(x, act):
+        return act(x)
+
+    act = lambda v: v * 2.0  # noqa: E731
+    wrapper = es.filter_jit(step)
+    wrapper(jnp.ones(3), act)
+    wrapper._state.program.cache.clear()  # pyright: ignore[reportAttributeAccessIssue]
+    wrapper(jnp.ones(3), act)
+    # Traced again with nothing changed, ambient state included: not blamed on that state.
+    assert wrapper.misses[-1].kind == "first"
+    assert "seen before" in wrapper.misses[-1].reason

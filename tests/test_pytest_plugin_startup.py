@@ -110,6 +110,58 @@ def test_verify_option_turns_on_verify_mode_for_the_session(tmp_path):
     assert "1 failed" in without.stdout
 
 
+_CONFTEST_WRAPPER = """
+import jax
+import eqxstable as es
+
+
+def act(x):
+    return jax.nn.relu(x)
+
+
+made_in_conftest = es.filter_jit(act)
+"""
+
+_EDITS_RELU = """
+import jax, jax.numpy as jnp, pytest
+import eqxstable as es
+from conftest import act, made_in_conftest
+
+made_in_test_module = es.filter_jit(act)
+
+
+@pytest.mark.parametrize("where", ["conftest", "test_module"])
+def test_edited_library_is_caught(where, monkeypatch):
+    f = made_in_conftest if where == "conftest" else made_in_test_module
+    y = jnp.array([-1.0, 2.0])
+    assert f(y).tolist() == [0.0, 2.0]
+    monkeypatch.setattr(jax.nn, "relu", jnp.tanh)
+    with pytest.raises(es.StaleProgramError, match="act"):
+        f(y)
+"""
+
+
+def test_verify_option_reaches_wrappers_made_in_conftest(tmp_path):
+    # The rootdir conftest.py is imported before `pytest_configure`: a wrapper made there (a
+    # shared jitted helper) was never verified under `--eqxstable-verify` (attack 13b-09).
+    (tmp_path / "conftest.py").write_text(_CONFTEST_WRAPPER)
+    (tmp_path / "test_edit.py").write_text(_EDITS_RELU)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if k != "EQXSTABLE_VERIFY"}
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    for option in (["--eqxstable-verify"], ["-o", "addopts=--eqxstable-verify"]):
+        run = subprocess.run(
+            [*base, *option],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "2 passed" in run.stdout
+
+
 def test_doctor_stabilize_starts_pytest_under_filterwarnings_error(tmp_path):
     # The doctor imports eqxstable (and, through Equinox, jaxtyping's plugin) before pytest
     # starts, so pytest cannot rewrite those plugins' asserts and warns; a project's

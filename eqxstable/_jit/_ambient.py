@@ -18,10 +18,13 @@ its `stable_key`), and the contents of `warnings.filters` (equal filters install
 each test's `warnings.catch_warnings`, are one state). Not keyed: which warnings were already
 shown once (`__warningregistry__`) and `warnings.showwarning` (a `catch_warnings(record=True)`
 block's list): a trace that only warns is served without warning again.
+
+A miss keyed anew under another state than an earlier equal call says which state changed
+(`ambient_reason`, for `_explain.diff`): nothing else differs from that call.
 """
 
 import warnings
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,3 +50,100 @@ def ambient() -> Hashable:
         errors += (stable_key(np.geterrcall()),)
     printing = tuple((k, _value(v)) for k, v in np.get_printoptions().items())
     return (errors, printing, tuple(warnings.filters))
+
+
+# The parts of `ambient()`, in its order, by what a user sets them with.
+_PARTS = (
+    "NumPy's error state (`np.errstate`, `np.seterr`)",
+    "NumPy's print options (`np.set_printoptions`)",
+    "the warning filters (`warnings.simplefilter`, `catch_warnings`, `pytest -W` or "
+    "`filterwarnings`)",
+)
+
+
+_MSG_AMBIENT = (
+    "first call of `{name}` under this ambient state ({changed}): the function or a static "
+    "argument is a new object, equivalent to one an earlier call passed, and a new object is "
+    "keyed with the state a trace reads (a constant NumPy folds, a warning that raises), which "
+    "differs from that call's, so it was traced again; pass the same objects every call (build "
+    "them once, outside the loop), which are served their program under any state as by "
+    "`equinox.filter_jit`, or set the state once around all the calls."
+)
+
+
+def ambient_reason(equal: Sequence[Any], new: Any, name: str) -> str:
+    """Why a call of `name` with signature `new` traced, where it differs from the earlier
+    signatures `equal` (latest first: `_signature.Signature`s nothing differs from) only in the
+    ambient state: the reason, naming what changed from the closest of them under the same JAX
+    configuration; `""` if none, or if one has the same state too (then it is not the cause)."""
+    best = ""
+    for old in equal:
+        if not _same(old.config, new.config):
+            continue
+        if old.ambient == new.ambient:
+            return ""
+        changed = describe_ambient(old.ambient, new.ambient)
+        if changed and (not best or changed.count(";") < best.count(";")):
+            best = changed
+    return _MSG_AMBIENT.format(name=name, changed=best) if best else ""
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # A configuration value whose `==` is no bool.
+        return False
+
+
+def describe_ambient(old: Hashable, new: Hashable) -> str:
+    """What differs between two `ambient()` states, in words (`""` where nothing does): each
+    changed part with its first changes, as `invalid 'warn' -> 'raise'`."""
+    if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != len(new):
+        return ""
+    changed = []
+    for part, a, b in zip(_PARTS, old, new):
+        if a == b:
+            continue
+        what = _filters_change(a, b) if part is _PARTS[2] else _values_change(a, b)
+        changed.append(f"{part}{': ' + what if what else ''}")
+    return "; ".join(changed)
+
+
+def _values_change(old: tuple, new: tuple) -> str:
+    pairs = [x for x in zip(old, new) if isinstance(x[0], tuple) and isinstance(x[1], tuple)]
+    shown = [
+        f"{a[0]} {_shown(a[1])} -> {_shown(b[1])}"
+        for a, b in pairs
+        if len(a) == len(b) == 2 and a[0] == b[0] and a[1] != b[1]
+    ]
+    return ", ".join(shown[:3]) + (", ..." if len(shown) > 3 else "")
+
+
+def _shown(value: Any) -> str:
+    # A print option is `(type, value)` for a plain value (`_value`), else a key: not shown.
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], type):
+        return repr(value[1])
+    return repr(value) if isinstance(value, str) else "another value"
+
+
+def _filters_change(old: tuple, new: tuple) -> str:
+    added = [f for f in new if f not in old]
+    removed = [f for f in old if f not in new]
+    words = [f"{_filter(f)} added" for f in added[:2]]
+    words += [f"{_filter(f)} removed" for f in removed[:2]]
+    if len(added) + len(removed) > len(words):
+        words.append("...")
+    return ", ".join(words) if words else "reordered"
+
+
+def _filter(f: Any) -> str:
+    try:
+        action, message, category, module, _ = f
+    except (TypeError, ValueError):
+        return repr(f)
+    text = f"{action!r} for {getattr(category, '__name__', category)}"
+    if message is not None:
+        text += f" matching {getattr(message, 'pattern', message)!r}"
+    if module is not None:
+        text += f" in {getattr(module, 'pattern', module)!r}"
+    return text

@@ -19,6 +19,7 @@ import numpy as np
 from .._keys import too_many_objects
 from .._keys._context import TOO_MANY
 from ._accounting import Miss
+from ._ambient import ambient_reason
 from ._describe import describe_change
 from ._difference import (
     Difference,
@@ -209,8 +210,12 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
     if not previous:
         return Miss("first", "", f"first call of `{name}`: traced and compiled.")
     best: tuple[int, list[Difference], Signature] | None = None
+    # The earlier signatures nothing differs from (an equivalent new object is no difference).
+    equal = []
     for old in reversed(previous):
         distance, found = _differences(old, new)
+        if not found:
+            equal.append(old)
         if best is None or distance < best[0]:
             best = (distance, found, old)
     assert best is not None
@@ -238,6 +243,9 @@ def diff(previous: Sequence[Signature], new: Signature, name: str = "the functio
                 f"first call of `{name}` under this JAX configuration ({changed}); JAX traces "
                 "and compiles a program for each configuration.",
             )
+        reason = ambient_reason(equal, new, name)
+        if reason:
+            return Miss("first", "", reason)
         return Miss(
             "first",
             "",

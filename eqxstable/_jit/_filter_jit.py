@@ -98,7 +98,9 @@ def filter_jit(
     - `verify`: if `True`, every call that reuses a program also traces itself to a jaxpr and
         compares it with the one the program was compiled from, raising
         [`eqxstable.StaleProgramError`][] on a difference. `None` (the default) follows the
-        `EQXSTABLE_VERIFY` environment variable (`pytest --eqxstable-verify` sets it).
+        `EQXSTABLE_VERIFY` environment variable as it is when the wrapper is made (or the jit
+        layer imported), and `pytest --eqxstable-verify`, which switches verify mode on for
+        every such wrapper, those made before it (in a `conftest.py`) included.
 
     **Returns:**
 

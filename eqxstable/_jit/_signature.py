@@ -22,6 +22,7 @@ from jax.core import Tracer
 from .._keys import compute_node_data, stable_key
 from .._keys._per_class import type_ids
 from .._module import Static, VIEW_BASES
+from ._ambient import ambient
 from ._config import NAMES, untraced
 from ._gc import collector_paused
 
@@ -71,6 +72,9 @@ class Signature:
     aliases: tuple[tuple[str, str], ...] = ()
     # `(name, value)` of each JAX configuration state a trace reads (`config()`).
     config: tuple[tuple[str, Any], ...] = ()
+    # The ambient state a trace reads (`_ambient.ambient()`: NumPy's error state and print
+    # options, the warning filters), which a call's new objects are keyed with.
+    ambient: Any = None
 
 
 def argument_path(keypath: Sequence[Any]) -> str:
@@ -222,7 +226,7 @@ def signature(args: tuple, kwargs: dict) -> Signature:
     objects: list = []
     with collector_paused():
         _walk((args, kwargs), argument_path(()), True, leaves, nodes, objects)
-    return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config())
+    return Signature(tuple(leaves), tuple(nodes), _aliases(objects), config(), ambient())
 
 
 def with_function_arrays(sig: Signature, arrays: Iterable[tuple[Any, Any]]) -> Signature:

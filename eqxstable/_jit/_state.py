@@ -228,7 +228,8 @@ def new_state(
     parts = split_fun(fun)
     donated_args, filter_warning = DONATE_MODES[donate]
     state = _State(fun, parts, donated_args, filter_warning, jitkwargs)
-    # Decided once: reading the environment on every call would cost the hit path.
+    # `True` or `False` decided now; `None` follows `_verify.ON`, which the hit path reads (a
+    # module attribute, where reading the environment on every call would cost the hit path).
     state.verifying = _verify.enabled(verify)
     program = state.program
     options = tuple(sorted(jitkwargs.items()))

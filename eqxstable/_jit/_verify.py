@@ -12,13 +12,21 @@ trace: each is compared with the one this trace returned (`_static_outputs`).
 It is on for a wrapper made with `verify=True`, for every wrapper when `EQXSTABLE_VERIFY=1` is
 in the environment, and under `pytest --eqxstable-verify`. It costs a trace per call: a check for
 tests, not for production.
+
+A wrapper made with `verify=None` (the default) follows the switch `ON` on every call, not only
+when it is made: `pytest --eqxstable-verify` turns it on (`switch_on`) after the rootdir
+`conftest.py` may have made wrappers already, and those are verified too. The hit path reads it
+as a module attribute, so following it costs no call.
 """
 
 import os
+import threading
+import warnings
 from typing import Any
 
 import jax
 import jax.tree_util as jtu
+import numpy as np
 
 from .._errors import StaleProgramError
 from .._keys import stable_key
@@ -48,10 +56,29 @@ MSG_STALE_OUTPUT = (
 )
 
 
-def enabled(flag: bool | None) -> bool:
+def _from_environment() -> bool:
+    return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
+
+
+# Whether every wrapper made with `verify=None` verifies its hits: read from the environment when
+# the jit layer is imported, and turned on by the pytest plugin (`switch_on`).
+ON: bool = _from_environment()
+
+
+def switch_on() -> None:
+    """Verify mode for every wrapper that was not made with `verify=False`, those made already
+    included (`pytest --eqxstable-verify`)."""
+    global ON
+    ON = True
+
+
+def enabled(flag: bool | None) -> bool | None:
+    """A new wrapper's `verifying`: its own `verify=` flag; else `True` where the environment
+    asks for verify mode now (a wrapper made under `EQXSTABLE_VERIFY=1` stays verified); else
+    `None`, which follows `ON` call by call."""
     if flag is not None:
         return flag
-    return os.environ.get("EQXSTABLE_VERIFY", "") not in ("", "0")
+    return True if _from_environment() else None
 
 
 def served() -> bool:
@@ -147,7 +174,7 @@ def check(
         returned.append(out)
         return out
 
-    actual = _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+    actual = _retrace(replay, donated, kept, fun_dynamic)
     expected, outputs = expected
     if not _same(expected, actual):
         raise StaleProgramError(
@@ -162,6 +189,45 @@ def check(
     stale = _stale_output(outputs, now)
     if stale is not None:
         raise StaleProgramError(MSG_STALE_OUTPUT.format(name=program.qualname, **stale))
+
+
+def _retrace(replay: Any, donated: list, kept: list, fun_dynamic: list) -> tuple:
+    """The fingerprint of the call traced again, without the trace's warnings: a hit runs no
+    Python, so a warning the function gives while it traces (shown once, on its first call, as
+    by `equinox.filter_jit`) is recorded and dropped, not shown again, nor raised by a
+    `filterwarnings = error` the first trace did not run under. The filters stay as they are, so
+    a trace that branches on them traces as it would now. Only where the trace raises a warning
+    (an `"error"` filter) or NumPy's `FloatingPointError` (`np.errstate(...="raise")`) out of the
+    function, so that traced afresh now it would compile nothing, is it traced once more with
+    both only recorded, and that trace compared: the program computes what a trace does, and a
+    raise is no computation to compare (a trace that catches the raise and computes something
+    else is compared as it is, and a difference raises `StaleProgramError`).
+
+    `warnings.catch_warnings` sets process-wide state, which two threads entering and leaving
+    it out of order would leave wrong (warnings swallowed for good): one thread at a time does
+    it, and a retrace while another thread's runs is made as it is (its warnings shown); never
+    waited for, since a trace can wait on another thread's trace."""
+    if not _quiet.acquire(blocking=False):
+        return _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+    try:
+        with warnings.catch_warnings(record=True):
+            try:
+                return _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+            except (Warning, FloatingPointError):
+                pass
+        quiet: dict[str, Any] = {
+            k: "warn" if v in ("raise", "call") else v for k, v in np.geterr().items()
+        }
+        with warnings.catch_warnings(record=True), np.errstate(**quiet):
+            warnings.simplefilter("always")
+            return _fingerprint(jax.make_jaxpr(replay)(donated, kept, fun_dynamic))
+    finally:
+        _quiet.release()
+
+
+# Held by the thread whose retrace records the warnings (`_retrace`); reentrant, for a wrapper
+# verified inside another's retrace.
+_quiet = threading.RLock()
 
 
 # Where a JAX gives no output tree: the non-array outputs are not compared.

@@ -213,7 +213,8 @@ class _JitWrapper(Generic[_P, _T]):
                     raise
         else:
             self._stats.calls += 1
-            if state.verifying and _verify.served():
+            verifying = state.verifying
+            if (verifying or (verifying is None and _verify.ON)) and _verify.served():
                 # The very arguments of the call (a tuple), so that JAX's trace cache serves the
                 # recorded jaxpr without running the function again.
                 dynamic: Any = self._dynamic
