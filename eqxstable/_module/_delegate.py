@@ -6,7 +6,9 @@ partial with keywords, a function with keyword-only defaults or attributes (each
 can change in place). A module holding one keeps its own object, so its static value cannot be
 the one canonical `Static` of its class (that would hand it another module's object). Its
 `Static` is its own, and compares the leaf through a [`Delegate`][] as Equinox would compare
-the value, so that a rebuilt module still hits the cache of plain `equinox.filter_jit`.
+the value, so that a rebuilt module still hits the cache of plain `equinox.filter_jit`, and
+(for a leaf compared by its key) by the key it had when the module was built, so that a program
+traced before the user's object changed is never served to a fresh module with its new value.
 """
 
 import warnings
@@ -16,7 +18,7 @@ import equinox as eqx
 import numpy as np
 
 from .._errors import StabilityWarning
-from .._keys import compute, stable_key, Watch, warns_hash_without_eq
+from .._keys import compute, stable_key, warns_hash_without_eq, Watch
 
 
 # Ends the parts of a value holding a `Delegate` (see `Static.__eq__`).

@@ -340,9 +340,7 @@ class Freezer:
             # `==` compares values only, across types and whatever the attributes say.
             own = own_eq_class(type(x)) and not isinstance(x, np.generic)
             try:
-                # Made once: it holds the key its object has now (`Delegate.holds`).
-                d = Delegate(x, own)
-                hash(d)
+                hash(d := Delegate(x, own))  # Once: it holds the key `x` has now.
             except Exception:
                 pass  # Unhashable after all: by identity, as before.
             else:
