@@ -26,6 +26,7 @@ from typing import Any
 import equinox as eqx
 
 from .._compat import EQX_CALL, STORE_FRAMES
+from ._delegate import check_delegates, DELEGATED
 from ._dynamic import decode, Hyper
 from ._given import check_given, remember
 from ._handed import hand_out
@@ -95,6 +96,11 @@ class FieldAccess:
             # The list, dict, set or array the field was given, changed since, raises: the
             # module keeps a frozen copy and cannot follow the change (`_given.py`).
             check_given(obj, self.name, value)
+            parts = value[2]
+            if parts and parts[-1] is DELEGATED:
+                # A leaf kept as the user's object, changed since its module was built, is
+                # changed for good: a trace reading it now makes a program for another key.
+                check_delegates(parts)
             # Lists and dicts as plain copies (`_plain.py`), so that JAX sees a list as a list:
             # one per module and field, checked for changes before each later read (`_handed.py`).
             if value[3].read is None:

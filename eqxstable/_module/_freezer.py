@@ -340,11 +340,11 @@ class Freezer:
             # `==` compares values only, across types and whatever the attributes say.
             own = own_eq_class(type(x)) and not isinstance(x, np.generic)
             try:
-                hash(Delegate(x, own))
+                hash(d := Delegate(x, own))  # Once: it holds the key `x` has now.
             except Exception:
                 pass  # Unhashable after all: by identity, as before.
             else:
-                self.parts.append(Delegate(x, own))
+                self.parts.append(d)
                 self.delegates = True
                 return x
         self.parts.append((type(x), id(x)))
