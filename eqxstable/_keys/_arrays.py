@@ -51,12 +51,12 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
         # Its layout too: `W.T` and its C-ordered copy hold equal values, which
         # `np.ravel(a, order="K")`, `a.flags` and `a.strides` read apart (`intern` hands out
         # a copy that keeps it: `_layout.frozen_copy`).
-        return (np.ndarray, dtype_key(obj.dtype), obj.shape, layout(obj), obj.tobytes())
+        return (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes(), layout(obj))
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True
     state, data = _reached(obj)
     ctx.blobs.append((obj, state))
-    contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, layout(obj), data)
+    contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, data, layout(obj))
     return MutableKey(Identity(obj), contents)
 
 
@@ -121,8 +121,8 @@ def ndarray_subclass(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     ctx.blobs.append((obj, ArrayState(plain, data)))
     slots = tuple([(n, key(v, ctx, False)) for n, v in slot_values(obj, readable)])
     attrs = extra_attrs(obj, ctx, watched=True, plain=readable)
-    kind = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape, layout(plain))
-    contents = (*kind, data, attrs, slots)
+    kind = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape)
+    contents = (*kind, data, attrs, slots, layout(plain))
     return MutableKey(Identity(obj), contents)
 
 
