@@ -66,5 +66,5 @@ def frozen_copy(a: np.ndarray, cls: type = np.ndarray) -> np.ndarray:
 
 def offset(a: np.ndarray) -> int:
     """Where the first item of `a`, an array over a `bytes` object (`frozen_copy`), lies in it."""
-    memory = np.frombuffer(a.base, np.uint8)
+    memory = np.frombuffer(a.base, np.uint8)  # pyright: ignore[reportCallIssue, reportArgumentType]
     return a.__array_interface__["data"][0] - memory.__array_interface__["data"][0]
