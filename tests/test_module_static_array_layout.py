@@ -200,3 +200,16 @@ def test_a_jit_of_a_layout_reading_function_is_keyed_apart():
     f(Stable(np.asfortranarray(w.T.copy())), x)
     assert traces == 2
     assert isinstance(jax.device_get(a), np.ndarray)
+
+
+@pytest.mark.parametrize("how", ["C", "T", "reversed", "broadcast"])
+def test_object_arrays_read_back_laid_out_as_given(how):
+    o = np.array([[1, "a", [1]], [2, "b", (3,)]], dtype=object)
+    a = {"C": o, "T": o.T, "reversed": o[:, ::-2], "broadcast": np.broadcast_to(o[0], (2, 3))}[how]
+    for got in (Stable(a).table, es.stabilize(Plain(a)).table):
+        assert got.strides == a.strides and not got.flags.writeable
+        assert got.flags.c_contiguous == a.flags.c_contiguous
+        assert got.flags.f_contiguous == a.flags.f_contiguous
+        assert [str(x) for x in np.ravel(got, order="K")] == [
+            str(x) for x in np.ravel(a, order="K")
+        ]

@@ -146,17 +146,24 @@ def intact(view: Any, a: np.ndarray) -> bool:
 
 
 def _object_copy(a: np.ndarray) -> np.ndarray:
-    """A copy of the object array `a` (its items shared) laid out as `a` is: C or Fortran order
-    as `a`'s (`np.array(..., order="K")`), a strided view with its strides over an array that
-    spans them where they are whole items apart (else the contiguous copy in `a`'s order)."""
-    copy = np.array(a, copy=True, subok=False, order="K")
-    if layout(copy) == layout(a) or any(s % a.itemsize for s in a.strides):
+    """A copy of the object array `a` (its items shared) laid out as `a` is."""
+    return object_like(a, a)
+
+
+def object_like(values: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A new object array holding the items of `values` (of `like`'s shape), laid out as `like`
+    is: C or Fortran order as its (`np.array(..., order="K")`), a strided view with its strides
+    over an array that spans them where they are whole items apart (else contiguous in its
+    order)."""
+    copy = np.empty_like(like, order="K")
+    copy[...] = values
+    if layout(copy) == layout(like) or any(s % like.itemsize for s in like.strides):
         return copy
-    low = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0)
-    high = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0)
-    spread = np.empty((high - low) // a.itemsize + 1, a.dtype)
+    low = sum((n - 1) * s for n, s in zip(like.shape, like.strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(like.shape, like.strides) if s > 0)
+    spread = np.empty((high - low) // like.itemsize + 1, like.dtype)
     out = np.lib.stride_tricks.as_strided(
-        spread[-low // a.itemsize :], a.shape, a.strides, writeable=True
+        spread[-low // like.itemsize :], like.shape, like.strides, writeable=True
     )
-    out[...] = a
+    out[...] = values
     return out
