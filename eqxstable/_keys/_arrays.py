@@ -1,5 +1,6 @@
-"""Keys of NumPy arrays (`K-array-top`, `K-array-reached`): by dtype, shape and bytes, a reached
-one also by its identity and watched; an array of Python objects item by item; a subclass of
+"""Keys of NumPy arrays (`K-array-top`, `K-array-reached`): by dtype, shape, memory layout
+(`_layout.layout`: C or Fortran order, a view's strides) and bytes, a reached one also by its
+identity and watched; an array of Python objects item by item; a subclass of
 `np.ndarray` as a `K-mutable` object."""
 
 import hashlib
@@ -11,6 +12,7 @@ import numpy as np
 from ._bytes import ArrayState, same_bytes
 from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
+from ._layout import layout
 from ._mutable import _items
 from ._state import (
     extra_attrs,
@@ -46,12 +48,16 @@ def ndarray(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
             # ("b", "a")`), on the dtype object the copy `intern` hands out shares with the
             # array it was made from, or on that copy by whoever holds it: never substituted.
             ctx.own_eq = True
-        return (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes())
+        # Its layout too: `W.T` and its C-ordered copy hold equal values, which
+        # `np.ravel(a, order="K")`, `a.flags` and `a.strides` read apart (`intern` hands out
+        # a copy that keeps it: `_layout.frozen_copy`).
+        return (np.ndarray, dtype_key(obj.dtype), obj.shape, obj.tobytes(), layout(obj))
     # Reached through a callable or an object, where it stays the user's mutable array.
     ctx.identity = True
     state, data = _reached(obj)
     ctx.blobs.append((obj, state))
-    return MutableKey(Identity(obj), (np.ndarray, dtype_key(obj.dtype), obj.shape, data))
+    contents = (np.ndarray, dtype_key(obj.dtype), obj.shape, data, layout(obj))
+    return MutableKey(Identity(obj), contents)
 
 
 # Beyond this many bytes, a reached array's key holds a SHA-256 digest of its bytes rather than
@@ -115,7 +121,8 @@ def ndarray_subclass(obj: np.ndarray, ctx: Ctx, content_ok: bool) -> Any:
     ctx.blobs.append((obj, ArrayState(plain, data)))
     slots = tuple([(n, key(v, ctx, False)) for n, v in slot_values(obj, readable)])
     attrs = extra_attrs(obj, ctx, watched=True, plain=readable)
-    contents = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape, data, attrs, slots)
+    kind = (key(t, ctx, False), dtype_key(obj.dtype), obj.shape)
+    contents = (*kind, data, attrs, slots, layout(plain))
     return MutableKey(Identity(obj), contents)
 
 

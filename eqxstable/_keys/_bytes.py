@@ -1,7 +1,7 @@
 """Whether a watched buffer still holds the bytes it held when keyed (`same_bytes`): a NumPy
-array's shape, dtype and bytes (`ArrayState`), compared in place where it lies (`memcmp` for a
-contiguous one, blocks of bit patterns for a strided view), never by value (`0.0 == -0.0`, a NaN
-is unequal to itself) and never copied out whole on a call."""
+array's shape, dtype, strides and bytes (`ArrayState`), compared in place where it lies
+(`memcmp` for a contiguous one, blocks of bit patterns for a strided view), never by value
+(`0.0 == -0.0`, a NaN is unequal to itself) and never copied out whole on a call."""
 
 import sys
 from typing import Any
@@ -13,18 +13,20 @@ from ._dtypes import dtype_key
 
 class ArrayState:
     """What a NumPy array reached through a function or object held when it was keyed: its shape
-    and dtype (either can be assigned in place: `a.shape = (2, 2)` keeps the bytes) and its
-    bytes.
+    and dtype (either can be assigned in place: `a.shape = (2, 2)` keeps the bytes), its strides
+    (`a.strides = (8, 16)` transposes a symmetric matrix in place, its C-order bytes unchanged,
+    and what `a.ravel(order="K")` and `a.flags` read with them) and its bytes.
 
     A `shared` one (a large array's copy, which every reader of the unchanged array shares:
     `_arrays._reached`) lives only as long as a strong watch holds it (a jitted wrapper's, a
     cache entry's): the memo's weak watch and the table of shared copies hold it weakly, so the
     copy goes with the last wrapper or entry that checks the array on its calls."""
 
-    __slots__ = ("shape", "dtype", "data", "shared", "__weakref__")
+    __slots__ = ("shape", "strides", "dtype", "data", "shared", "__weakref__")
 
     def __init__(self, array: np.ndarray, data: bytes, shared: bool = False):
         self.shape = array.shape
+        self.strides = array.strides
         self.dtype = dtype_key(array.dtype)
         self.data = data
         self.shared = shared
@@ -32,14 +34,14 @@ class ArrayState:
 
 def same_bytes(holder: Any, data: Any) -> bool:
     """Whether a watched buffer still holds `data`: a NumPy array (`ArrayState`) compared
-    byte for byte with its shape and dtype, in place where it is contiguous (`memcmp`, which
-    stops at the first difference, allocates nothing and runs without the GIL); anything else
-    by its `tobytes()`."""
+    byte for byte with its shape, strides and dtype, in place where it is contiguous
+    (`memcmp`, which stops at the first difference, allocates nothing and runs without the
+    GIL); anything else by its `tobytes()`."""
     if type(data) is not ArrayState:
         return holder.tobytes() == data
     # A subclass through a plain view (a masked array compares and reshapes by its mask).
     a = holder if type(holder) is np.ndarray else np.ndarray.view(holder, np.ndarray)
-    if a.shape != data.shape or dtype_key(a.dtype) != data.dtype:
+    if a.shape != data.shape or a.strides != data.strides or dtype_key(a.dtype) != data.dtype:
         return False
     n = len(data.data)
     if a.nbytes != n:

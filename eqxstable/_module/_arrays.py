@@ -1,5 +1,8 @@
-"""One read-only NumPy array per dtype, shape and bytes: the array a static value holds, in
-either form (a plain `np.ndarray` for a `StableModule`, a `CanonicalArray` for a plain module).
+"""One read-only NumPy array per dtype, shape, layout and bytes: the array a static value holds,
+in either form (a plain `np.ndarray` for a `StableModule`, a `CanonicalArray` for a plain module).
+It keeps the layout of the array it was made from (`_keys/_layout.py`: C or Fortran order, a
+view's very strides), which code reads (`np.ravel(a, order="K")`, `a.flags`, `a.strides`): `W.T`
+reads back Fortran-ordered, and is not its C-ordered copy's array.
 
 Equal static values share that array, so nothing may change it: its memory is a `bytes` object
 (NumPy refuses `flags.writeable = True` and `setflags(write=True)` for an array over memory it
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._keys._dtypes import all_names, dtype_key
+from .._keys._layout import frozen_copy, layout, offset
 from ._canonical import CanonicalArray
 
 
@@ -30,8 +34,9 @@ _lock = threading.RLock()
 def _array_parts(a: np.ndarray) -> tuple:
     # The dtype's whole description (`dtype_key`), not `dtype.str` (`int4` and `uint4`, and
     # structured dtypes with other fields, share a `str`) nor the dtype's `==` (a packed and an
-    # aligned struct are equal, and differ in layout).
-    return (np.ndarray, dtype_key(a.dtype), a.shape)
+    # aligned struct are equal, and differ in layout); and its memory layout (`W.T` is not its
+    # C-ordered copy).
+    return (np.ndarray, dtype_key(a.dtype), a.shape, layout(a))
 
 
 def mutable_dtype(dt: np.dtype) -> bool:
@@ -52,15 +57,18 @@ def array_key(a: np.ndarray) -> tuple:
 
 
 def canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
-    """One read-only array per dtype, shape and bytes (an object array is its own class): a
-    plain `np.ndarray`, or a [`CanonicalArray`][] for a plain module (`canonical`)."""
-    copy = np.array(a, copy=True, subok=False)
-    mutable = mutable_dtype(copy.dtype)
-    if mutable:
-        # A dtype of its own: the copy shares the user's dtype object, whose field names the
-        # program may assign later (`a.dtype.names = ("b", "a")`), and with them this value.
-        copy = copy.view(private_dtype(copy.dtype))
-    if copy.dtype.hasobject or mutable:
+    """One read-only array per dtype, shape, layout and bytes (an object array is its own
+    class), laid out as `a` is: a plain `np.ndarray`, or a [`CanonicalArray`][] for a plain
+    module (`canonical`)."""
+    a = np.ndarray.view(a, np.ndarray)
+    mutable = mutable_dtype(a.dtype)
+    if a.dtype.hasobject or mutable:
+        copy = _object_copy(a) if a.dtype.hasobject else frozen_copy(a)
+        if mutable:
+            # A dtype of its own: the copy shares the user's dtype object, whose field names
+            # the program may assign later (`a.dtype.names = ("b", "a")`), and with them this
+            # value. (A view as another dtype object of the same size keeps the strides.)
+            copy = copy.view(private_dtype(copy.dtype))
         # Not shared (an object array is its own class; whoever reads a structured one back may
         # rename its fields, which would rename them for every module holding it): a copy of
         # this holder's own, as an `equinox.Module` would hold, read-only through a view (NumPy
@@ -70,11 +78,10 @@ def canonical_array(a: np.ndarray, canonical: bool) -> np.ndarray:
         if canonical:
             copy._key = array_key(copy)  # pyright: ignore[reportAttributeAccessIssue]
         return copy
-    data = copy.tobytes()
-    # Over the immutable `bytes`, never over memory that NumPy may make writeable again.
-    copy = np.ndarray.__new__(
-        CanonicalArray if canonical else np.ndarray, copy.shape, copy.dtype, buffer=data
-    )
+    # Over the immutable `bytes`, never over memory that NumPy may make writeable again, laid
+    # out as `a` (`W.T` reads back Fortran-ordered, a strided view with its strides).
+    copy = frozen_copy(a, CanonicalArray if canonical else np.ndarray)
+    data = a.tobytes()
     key = (*_array_parts(copy), hash(data), canonical)
     with _lock:
         refs = _arrays.setdefault(key, [])
@@ -105,7 +112,11 @@ def own_view(a: np.ndarray) -> np.ndarray:
     memory = a.base
     if type(memory) is not bytes:
         return a
-    return np.ndarray(a.shape, a.dtype, buffer=memory)
+    f = a.flags
+    if f.aligned and (f.c_contiguous or f.f_contiguous):
+        # At the start of its memory (`_layout.frozen_copy`): no offset to find.
+        return np.ndarray(a.shape, a.dtype, buffer=memory, strides=a.strides)
+    return np.ndarray(a.shape, a.dtype, buffer=memory, offset=offset(a), strides=a.strides)
 
 
 def canonical_view(a: np.ndarray) -> Any:
@@ -113,7 +124,10 @@ def canonical_view(a: np.ndarray) -> Any:
     same immutable `bytes`, or the same own copy: an object or structured array)."""
     memory = a.base
     if type(memory) is bytes:
-        return np.ndarray.__new__(CanonicalArray, a.shape, a.dtype, buffer=memory)
+        at = offset(a)
+        return np.ndarray.__new__(
+            CanonicalArray, a.shape, a.dtype, buffer=memory, offset=at, strides=a.strides
+        )
     return a.view(CanonicalArray)
 
 
@@ -129,3 +143,27 @@ def intact(view: Any, a: np.ndarray) -> bool:
         and view.shape == a.shape
         and view.strides == a.strides
     )
+
+
+def _object_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of the object array `a` (its items shared) laid out as `a` is."""
+    return object_like(a, a)
+
+
+def object_like(values: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A new object array holding the items of `values` (of `like`'s shape), laid out as `like`
+    is: C or Fortran order as its (`np.array(..., order="K")`), a strided view with its strides
+    over an array that spans them where they are whole items apart (else contiguous in its
+    order)."""
+    copy = np.empty_like(like, order="K")
+    copy[...] = values
+    if layout(copy) == layout(like) or any(s % like.itemsize for s in like.strides):
+        return copy
+    low = sum((n - 1) * s for n, s in zip(like.shape, like.strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(like.shape, like.strides) if s > 0)
+    spread = np.empty((high - low) // like.itemsize + 1, like.dtype)
+    out = np.lib.stride_tricks.as_strided(
+        spread[-low // like.itemsize :], like.shape, like.strides, writeable=True
+    )
+    out[...] = values
+    return out

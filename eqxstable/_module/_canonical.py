@@ -240,10 +240,11 @@ class CanonicalArray(Canonical, np.ndarray):
         return repr(self.view(np.ndarray))
 
     def __copy__(self) -> Any:
-        # The user's, writable, as a copy of the array assigned is (see `_copy_within`).
-        return self.view(np.ndarray).copy()
+        # The user's, writable, as a copy of the array assigned is (see `_copy_within`): in
+        # its memory order, as `ndarray.__copy__` keeps it (`W.T` copies Fortran-ordered).
+        return self.view(np.ndarray).copy(order="K")
 
-    __deepcopy__ = _copy_within(lambda self, memo: self.view(np.ndarray).copy())  # pyright: ignore[reportAssignmentType]
+    __deepcopy__ = _copy_within(lambda self, memo: self.view(np.ndarray).copy(order="K"))  # pyright: ignore[reportAssignmentType]
 
     def __reduce__(self):
         return (_restore_canonical, (np.ndarray, self.view(np.ndarray)))

@@ -27,6 +27,7 @@ from ._arrays import (
     canonical_array,
     canonical_view,
     mutable_dtype,
+    object_like,
     own_view,
     private_dtype,
 )
@@ -248,7 +249,8 @@ class Freezer:
             self.canonical = canonical
         out = np.empty(obj.shape, dtype=obj.dtype)
         out.reshape(-1)[...] = _object_vector(items)
-        return out
+        # Laid out as the array given (`W.T` reads back Fortran-ordered, as on a plain module).
+        return object_like(out, obj)
 
     def _set(self, obj: Any, kind: type, items: list, canonical: bool) -> Any:
         if canonical:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._keys._layout import frozen_copy, layout
 from ._handed import _same_atom
 from ._paths import type_name
 from ._plain import MAX_DEPTH
@@ -141,9 +142,9 @@ def _collect(given: Any, frozen: Any, where: str, out: list, seen: set, depth: i
                 and frozen.shape == given.shape
                 and frozen.dtype == given.dtype
             ):
-                # Not the frozen copy expected (never seen): a private one to compare with.
-                frozen = np.array(given, copy=True)
-                frozen.flags.writeable = False
+                # Not the frozen copy expected (never seen): a private one to compare with,
+                # laid out as `given` is (`_same_array` compares the layouts).
+                frozen = frozen_copy(given)
             out.append((_ARRAY, given, frozen, where))
     elif t is np.void and given.base is not None:
         # A structured scalar is a view into its array, which can change under it.
@@ -227,6 +228,10 @@ def _same_array(a: np.ndarray, ref: np.ndarray) -> bool:
     compared in C, a slice at a time, without copying a contiguous array."""
     if a.shape != ref.shape or a.dtype != ref.dtype:
         return False
+    if layout(a) != layout(ref):
+        # Its strides assigned in place (`a.strides = ...`): what `np.ravel(a, order="K")` and
+        # `a.flags` read, which the module's frozen copy (laid out as `a` was) cannot follow.
+        return False
     if not a.flags.c_contiguous:
         return a.tobytes() == ref.tobytes()
     flat, base = a.reshape(-1).view(np.uint8), ref.reshape(-1).view(np.uint8)
@@ -263,6 +268,8 @@ def _change(watch: tuple) -> str | None:
         return "its contents changed"
     if given.shape != snap.shape or given.dtype != snap.dtype:
         return f"it is now of shape {given.shape} and dtype {given.dtype}"
+    if layout(given) != layout(snap):
+        return f"its strides are now {given.strides}, not {snap.strides}"
     return "its contents changed"
 
 
