@@ -40,8 +40,11 @@ def account(
         record.unpredicted += 1
     else:
         try:
-            settled = observer.predictor.settle(decision, traced)
-        except Exception:  # pragma: no cover - counted, and the report says so.
+            # Keyed in `quiet()` as `before` keyed the call: the ambient state in the keys
+            # (`_jit/_ambient.py`) is then read the same way.
+            with quiet():
+                settled = observer.predictor.settle(decision, traced)
+        except (Exception, UserCodeRefused):  # pragma: no cover - counted, the report says so.
             record.unpredicted += 1
     if settled and not traced:
         return
