@@ -66,6 +66,8 @@ NET_AVOIDED = {
     "function_array_shapes.py": 0,
     # The rebuilt lambda traces again under new warning filters, both ways (13b-03).
     "warning_filters.py": 2,
+    # An output object the trace made pins its entry: each rebuilt lambda traces again (13b-01).
+    "made_outputs.py": 0,
 }
 # How many of eqxstable's misses the doctor predicts to compile no program of their own: they
 # trace a program already compiled for an equal trace and run it, or they are traced inside
@@ -86,6 +88,8 @@ REUSED = {
             "pinned_callbacks.py": 1,
             # Traced again under new warning filters: an equal trace, no compile.
             "warning_filters.py": 1,
+            # Each rebuilt lambda's trace equals the first: it runs that program, its own Log().
+            "made_outputs.py": 3,
         }
         if AVAILABLE
         else {}

@@ -62,14 +62,26 @@ def account(
                 # The signature of the call as made serves when binding changed nothing.
                 bound = decision.args is args and decision.kwargs is kwargs
                 fingerprint = trace = None
+                # What eqxstable's program would make of the output Equinox's trace returned:
+                # an entry whose trace made objects is pinned (`_reuse.output_spec`).
+                spec = _reuse.OutputSpec()
+                if frame.traced and error is None:
+                    spec = _reuse.output_spec(
+                        frame.out, decision.entry.template, decision.wrapper.parts.template
+                    )
                 if observer.probes and frame.traced and error is None:
                     trace = observer.probe(jit_wrapper, args, kwargs)
                     if frame.inputs is not None:
-                        fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
+                        fingerprint = functools.partial(_reuse.fingerprint, trace, frame, spec)
                 late, dropped = observer.predictor.late, observer.predictor.dropped
                 reused = observer.predictor.reused
                 predicted = observer.predictor.miss(
-                    decision, fun_arrays, sig if bound else None, fingerprint, trace
+                    decision,
+                    fun_arrays,
+                    sig if bound else None,
+                    fingerprint,
+                    trace,
+                    made=bool(spec.made),
                 )
                 record.late += observer.predictor.late - late
                 record.dropped += observer.predictor.dropped - dropped
