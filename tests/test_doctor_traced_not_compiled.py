@@ -88,3 +88,14 @@ def test_rebuilt_jit_still_counts():
         result.stdout.fnmatch_lines(["*test_rebuilt_jit_still_counts*"])
     else:
         result.assert_outcomes(passed=2)
+
+
+def test_filter_jit_inside_an_outer_jit_compiles_nothing(tmp_path):
+    script = (ROOT / "tests" / "doctor_scripts" / "inside_an_outer_jit.py").read_text()
+    report, _ = _doctor(tmp_path, script)
+    row = next(row for row in report["functions"] if row["name"] == "inner")
+    assert (row["jit"], row["misses"], row["compiles"]) == ("equinox", 2, 0)
+    assert report["totals"]["filter_jit_compiles"] == 0
+    # Worded as a stable row's: the first call's reason says what happened instead.
+    assert "no compile of this one" in row["miss_groups"][0]["reason"]
+    assert not any("traced and compiled" in group["reason"] for group in row["miss_groups"])

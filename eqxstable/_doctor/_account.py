@@ -5,7 +5,7 @@ observed miss explained, and the prediction settled (`_predict.py`): the miss eq
 import functools
 from typing import Any, TYPE_CHECKING
 
-from .._jit import Miss, signature
+from .._jit import Miss, not_compiled, signature, under_a_trace
 from . import _reuse
 from ._explain import added_miss, explain_miss, ObservedMiss
 from ._predict import Decision
@@ -113,7 +113,14 @@ def account(
                 reason = miss.reason.replace("traced and compiled.", said)
                 if reason == miss.reason:
                     reason += f" The trace raised {failure} (nothing was compiled)."
-                miss = miss._replace(reason=reason)
+                miss = miss._replace(reason=reason, compiled=False)
+            elif frame.traced and not frame.compiled and under_a_trace():
+                # Traced into an outer trace (an outer `jax.jit`), which compiles it as part of
+                # its own program: nothing of this one's compiled, in the jit layer's words
+                # for a stable row (attack 13b-07).
+                said = Miss(miss.kind, miss.path, miss.reason)  # pyright: ignore[reportArgumentType]
+                said = not_compiled(said, 0.0, "inside")
+                miss = miss._replace(reason=said.reason, compiled=False)
             if not frame.traced:
                 # JAX compiled what it derived from an earlier trace (a gradient under
                 # `jax.grad`): a compile, no trace of the function.
@@ -121,7 +128,9 @@ def account(
             record.misses.append(miss)
             if not state.replaced:
                 # `--stabilize` leaves this wrapper to Equinox: the same miss.
-                record.predicted.append(Miss(miss.kind, miss.path, miss.reason))  # pyright: ignore
+                record.predicted.append(
+                    Miss(miss.kind, miss.path, miss.reason, miss.compiled)  # pyright: ignore
+                )
         elif predicted is not None:
             record.added.append(added_miss(predicted))
 

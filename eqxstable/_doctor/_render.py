@@ -47,6 +47,8 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "calls": record.calls,
         "hits": record.calls - len(record.misses),
         "misses": len(record.misses),
+        # Not those traced into an outer trace, or whose trace raised: they compiled nothing.
+        "compiles": sum(m.compiled for m in record.misses),
         "compile_seconds": record.compile_seconds,
         "trace_seconds": record.trace_seconds,
         "misses_by_kind": dict(Counter(m.kind for m in record.misses)),
@@ -121,8 +123,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "filter_jit_calls": sum(row["calls"] for row in filter_jit),
         "filter_jit_misses": sum(row["misses"] for row in filter_jit),
-        # Every miss of `equinox.filter_jit` compiles; one of eqxstable's may run a program
-        # already compiled for an equal trace.
+        # A miss of `equinox.filter_jit` compiles unless traced into an outer trace (or its
+        # trace raised); one of eqxstable's may also run a program compiled for an equal trace.
         "filter_jit_compiles": sum(row.get("compiles", row["misses"]) for row in filter_jit),
         "filter_jit_reused": sum(row.get("reused", 0) for row in filter_jit),
         "jax_jit_misses": sum(row["misses"] for row in rows if row["jit"] == "jax"),
