@@ -64,11 +64,21 @@ NET_AVOIDED = {
     "eager_call.py": 0,
     # The module's own weight at a new shape is a miss at `fun.weight` both ways.
     "function_array_shapes.py": 0,
+    # The rebuilt lambda traces again under new warning filters, both ways (13b-03).
+    "warning_filters.py": 2,
+    # An output object the trace made pins its entry: each rebuilt lambda traces again (13b-01).
+    "made_outputs.py": 0,
+    # Traced into the outer `jax.jit` at each shape both ways, compiling nothing of its own.
+    "inside_an_outer_jit.py": 0,
 }
 # How many of eqxstable's misses the doctor predicts to compile no program of their own: they
 # trace a program already compiled for an equal trace and run it, or they are traced inside
 # another trace (a transformation compiles a program of its own).
 REUSED = {
+    # Equinox's own `error_if` wrapper (left to Equinox) is traced inside `checked`'s trace.
+    "error_if_at_run_time.py": 1,
+    # Both traces are inside the outer `jax.jit`'s (13b-07).
+    "inside_an_outer_jit.py": 2,
     # The `.lower()` compiles nothing: its `.compile()` compiles the trace (`LATE`).
     "lowered_then_called.py": 1,
     "rule_in_another_context.py": 3,
@@ -82,6 +92,10 @@ REUSED = {
             "guest_under_transformation.py": 1,
             "guest_at_a_new_shape.py": 2,
             "pinned_callbacks.py": 1,
+            # Traced again under new warning filters: an equal trace, no compile.
+            "warning_filters.py": 1,
+            # Each rebuilt lambda's trace equals the first: it runs that program, its own Log().
+            "made_outputs.py": 3,
         }
         if AVAILABLE
         else {}

@@ -161,6 +161,27 @@ def test_stabilize_prints_one_table_and_counts_in_words(tmp_path):
     assert "[eqxstable" not in words and "type" not in words
 
 
+def test_stabilize_counts_equinox_own_wrappers_apart(tmp_path):
+    # Attack 13b-08: an eager `eqx.error_if` calls Equinox's own `filter_jit`, made at import,
+    # which `--stabilize` leaves to Equinox: its row is `equinox`, and the sentence about the
+    # wrappers that ran as eqxstable's counts the `eqxstable` rows alone.
+    source = """
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        for k in (1.0, 2.0, 3.0):
+            x = eqx.error_if(jnp.ones(3) * k, jnp.ones(3) * k < 0, "negative")
+            eqx.filter_jit(lambda v: v * 2.0)(x)
+    """
+    _, report = _doctor(tmp_path, source, "--stabilize")
+    words = " ".join(report["text"].split())
+    assert " equinox " in report["text"]
+    assert "Every `equinox.filter_jit`" not in words
+    assert "made by the script ran as eqxstable's `filter_jit`: 1 miss in 3 calls." in words
+    assert "1 function wrapped before the doctor swapped `equinox.filter_jit` in" in words
+    assert "stayed Equinox's: 1 miss in 3 calls." in words
+
+
 def test_a_function_whose_trace_raised_is_reported_with_the_failure(tmp_path):
     # The only jitted function of the script fails while JAX traces it: the report lists it.
     proc, report = _doctor(

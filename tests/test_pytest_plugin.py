@@ -229,3 +229,28 @@ def test_nested():
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*max_traces(1)*traced more than 1 time*", "*<lambda>*"])
+
+
+def test_max_traces_explains_a_rebuilt_lambda_as_the_doctor_does(pytester):
+    # Attack 13b-04: the arguments of the second call look the same as the first's, so without
+    # the doctor's prediction the miss read as JAX's cache having lost the program; the doctor
+    # names the new function object at `args[1]` and the fix.
+    result = _run(
+        pytester,
+        """
+@eqx.filter_jit
+def step(x, act):
+    return act(x)
+
+@pytest.mark.max_traces(1)
+def test_rebuilt_lambda():
+    for _ in range(2):
+        step(jnp.ones(()), lambda v: v * 3.0)
+""",
+    )
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "`step` (" in out and "`equinox.filter_jit`) traced 2 time(s)" in out
+    assert "  2. identity at `args[1]`: `args[1]` is compared by identity" in out
+    assert "Or build it once and reuse it." in out
+    assert "seen before" not in out

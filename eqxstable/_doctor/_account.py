@@ -5,7 +5,7 @@ observed miss explained, and the prediction settled (`_predict.py`): the miss eq
 import functools
 from typing import Any, TYPE_CHECKING
 
-from .._jit import Miss, signature
+from .._jit import Miss, not_compiled, signature, under_a_trace
 from . import _reuse
 from ._explain import added_miss, explain_miss, ObservedMiss
 from ._predict import Decision
@@ -40,8 +40,11 @@ def account(
         record.unpredicted += 1
     else:
         try:
-            settled = observer.predictor.settle(decision, traced)
-        except Exception:  # pragma: no cover - counted, and the report says so.
+            # Keyed in `quiet()` as `before` keyed the call: the ambient state in the keys
+            # (`_jit/_ambient.py`) is then read the same way.
+            with quiet():
+                settled = observer.predictor.settle(decision, traced)
+        except (Exception, UserCodeRefused):  # pragma: no cover - counted, the report says so.
             record.unpredicted += 1
     if settled and not traced:
         return
@@ -59,14 +62,26 @@ def account(
                 # The signature of the call as made serves when binding changed nothing.
                 bound = decision.args is args and decision.kwargs is kwargs
                 fingerprint = trace = None
+                # What eqxstable's program would make of the output Equinox's trace returned:
+                # an entry whose trace made objects is pinned (`_reuse.output_spec`).
+                spec = _reuse.OutputSpec()
+                if frame.traced and error is None:
+                    spec = _reuse.output_spec(
+                        frame.out, decision.entry.template, decision.wrapper.parts.template
+                    )
                 if observer.probes and frame.traced and error is None:
                     trace = observer.probe(jit_wrapper, args, kwargs)
                     if frame.inputs is not None:
-                        fingerprint = functools.partial(_reuse.fingerprint, trace, frame)
+                        fingerprint = functools.partial(_reuse.fingerprint, trace, frame, spec)
                 late, dropped = observer.predictor.late, observer.predictor.dropped
                 reused = observer.predictor.reused
                 predicted = observer.predictor.miss(
-                    decision, fun_arrays, sig if bound else None, fingerprint, trace
+                    decision,
+                    fun_arrays,
+                    sig if bound else None,
+                    fingerprint,
+                    trace,
+                    made=bool(spec.made),
                 )
                 record.late += observer.predictor.late - late
                 record.dropped += observer.predictor.dropped - dropped
@@ -98,7 +113,14 @@ def account(
                 reason = miss.reason.replace("traced and compiled.", said)
                 if reason == miss.reason:
                     reason += f" The trace raised {failure} (nothing was compiled)."
-                miss = miss._replace(reason=reason)
+                miss = miss._replace(reason=reason, compiled=False)
+            elif frame.traced and not frame.compiled and under_a_trace():
+                # Traced into an outer trace (an outer `jax.jit`), which compiles it as part of
+                # its own program: nothing of this one's compiled, in the jit layer's words
+                # for a stable row (attack 13b-07).
+                said = Miss(miss.kind, miss.path, miss.reason)  # pyright: ignore[reportArgumentType]
+                said = not_compiled(said, 0.0, "inside")
+                miss = miss._replace(reason=said.reason, compiled=False)
             if not frame.traced:
                 # JAX compiled what it derived from an earlier trace (a gradient under
                 # `jax.grad`): a compile, no trace of the function.
@@ -106,7 +128,9 @@ def account(
             record.misses.append(miss)
             if not state.replaced:
                 # `--stabilize` leaves this wrapper to Equinox: the same miss.
-                record.predicted.append(Miss(miss.kind, miss.path, miss.reason))  # pyright: ignore
+                record.predicted.append(
+                    Miss(miss.kind, miss.path, miss.reason, miss.compiled)  # pyright: ignore
+                )
         elif predicted is not None:
             record.added.append(added_miss(predicted))
 

@@ -31,6 +31,8 @@ class ObservedMiss(NamedTuple):
     - `also`: further paths that differ in the same way.
     - `traced`: whether the function was traced (else JAX compiled a program it derived from an
       earlier trace, such as a gradient's): what `@pytest.mark.max_traces` counts.
+    - `compiled`: whether it compiled a program (not when it was traced inside another trace, an
+      outer `jax.jit`, which compiled nothing of this one's, or when its trace raised).
     """
 
     kind: str
@@ -40,6 +42,7 @@ class ObservedMiss(NamedTuple):
     compile_seconds: float
     also: tuple[str, ...] = ()
     traced: bool = True
+    compiled: bool = True
 
 
 class AddedMiss(NamedTuple):

@@ -5,7 +5,11 @@ a `TRACING CACHE MISS` log record naming the function, where it was defined, and
 earlier cache key's difference. A trace at top level also fires the `jax.monitoring` event
 `/jax/core/compile/jaxpr_trace_duration` (with the function's name), and its XLA compile
 `/jax/core/compile/backend_compile_duration` (with `jit(name)`). The watch pairs them: an
-explanation followed by its function's trace event is one compile of that function. An
+explanation followed by its function's trace event, which JAX then lowers
+(`/jax/core/compile/jaxpr_to_mlir_module_duration`, with `jit(name)`), is one compile of that
+function. A trace JAX does not lower compiles nothing (`jax.eval_shape`, `jax.make_jaxpr`: they
+trace through `jax.jit`), and an explanation followed by a trace event of another name is no
+`jax.jit` of its function (an eager `lax.cond` traces its branches, then jits `cond`). An
 explanation without a trace event of its own is a `jax.jit` nested in another trace (inlined,
 not compiled separately); a trace event without an explanation is JAX's own (an eager
 operation, a library function). A user's function first traced inside another jitted function
@@ -36,7 +40,7 @@ import jax.monitoring
 from jax._src import config as _jax_config, source_info_util
 
 from .._compat import EXPLAINS_JIT_MISSES
-from .._jit import COMPILE_EVENT, TRACE_EVENT
+from .._jit import COMPILE_EVENT, LOWER_EVENT, TRACE_EVENT
 from ._compile_source import compiled_source
 from ._explain_switch import ExplainSwitch, FirstSeen, quiet_while, SAME_LINE
 
@@ -114,6 +118,9 @@ class _Pending(threading.local):
         # compile event.
         self.last: JaxRecord | None = None
         self.traced = False
+        # The last trace at top level with its explanation and seconds, until JAX lowers it: a
+        # trace nothing lowers (`jax.eval_shape`, `jax.make_jaxpr`) compiles nothing.
+        self.trace: tuple[_Explained, float] | None = None
 
 
 def _path(jax_path: str) -> str:
@@ -299,15 +306,27 @@ class JaxJitWatch(logging.Filter):
         if event == TRACE_EVENT:
             explained, pending.explained = pending.explained, []
             pending.traced = True
+            pending.trace = None
             if self.busy() or not explained:
                 return
             name = kwargs.get("fun_name")
-            # The last explanation is the top-level function's: nested `jax.jit`s are explained
-            # while it traces, before it.
-            match = [e for e in explained if e.name == name] or explained[-1:]
-            record = self._record(match[-1].name, match[-1].location)
-            record.misses.append(match[-1].miss)
-            record.trace_seconds += duration_secs
+            # The last explanation of that name is the top-level function's: nested `jax.jit`s
+            # are explained while it traces, before it. None of that name: JAX traced its own
+            # function (an eager `lax.cond` or `lax.scan` jits `cond`, `scan`) after tracing
+            # the explained ones (its branches, its body) without jitting them.
+            match = [e for e in explained if e.name == name] if name else explained[-1:]
+            if match:
+                pending.trace = (match[-1], duration_secs)
+        elif event == LOWER_EVENT:
+            # A trace counts once JAX lowers it to compile it (or for `.lower()`): one nothing
+            # lowers was traced, not compiled (`jax.eval_shape`, `jax.make_jaxpr`; attack 13b-06).
+            trace, pending.trace = pending.trace, None
+            if trace is None or self.busy() or kwargs.get("fun_name") != f"jit({trace[0].name})":
+                return
+            explained_trace, seconds = trace
+            record = self._record(explained_trace.name, explained_trace.location)
+            record.misses.append(explained_trace.miss)
+            record.trace_seconds += seconds
             pending.last = record
         elif event == COMPILE_EVENT:
             last, pending.last = pending.last, None

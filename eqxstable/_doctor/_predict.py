@@ -298,6 +298,7 @@ class Predictor:
         fingerprint: Callable[[], Hashable | None] | None = None,
         trace: Callable[[], Any] | None = None,
         lowering: bool = False,
+        made: bool = False,
     ) -> Miss | None:
         """The miss eqxstable's `filter_jit` would have made for this call, or `None` for a hit.
 
@@ -314,6 +315,9 @@ class Predictor:
             unpinned).
         - `lowering`: a `.lower()` of the call, which traces as a transformation does and
             compiles nothing (`lowered`).
+        - `made`: whether the output of the call's trace holds objects the trace made
+            (`_reuse.output_spec`): the entry is then pinned to the objects that traced it, as
+            `_jit/_reuse.py` pins it, and may still run a program compiled for an equal trace.
 
         **Returns:**
 
@@ -370,6 +374,10 @@ class Predictor:
         pinned = jaxpr is not None and runs_python(jaxpr)
         if pinned:
             program.cache.pin(entry, wrapper.parts)
+        elif made:
+            # Its output's objects are each trace's own (`_jit/_outputs.py`): it serves only the
+            # objects that traced it, and a rebuilt function traces again (its own objects).
+            program.cache.pin(entry, wrapper.parts, "output")
         compiled = compiles(self.fingerprints, program.tokens, entry, fingerprint, pinned)
         if under_a_trace():
             # As `eqxstable._jit._accounting.settle`: what JAX compiles under a transformation

@@ -69,13 +69,18 @@ class _Quiet:
 
     Cheaper than `warnings.catch_warnings()` on every call, and without its side effect: that
     bumps the filters' version, after which warnings the script has already seen once are shown
-    again. An "ignore" filter swapped in and out leaves no trace in the warning registries."""
+    again. An "ignore" filter swapped in and out leaves no trace in the warning registries.
+
+    The script's own filters stay behind it: the jit layer keys them (`_jit/_ambient.py`, as
+    `pytest -W error` or `catch_warnings` set them), and the prediction keys the script's calls
+    in here, so equal script filters must give equal keys, and unequal ones unequal keys."""
 
     __slots__ = ("saved", "profile", "swapped")
 
     def __enter__(self) -> None:
-        self.saved = warnings.filters
-        warnings.filters = [_IGNORE]  # pyright: ignore[reportAttributeAccessIssue]
+        self.saved = saved = warnings.filters
+        if not (saved and saved[0] is _IGNORE):  # Not already quiet (the filter by identity).
+            warnings.filters = [_IGNORE, *saved]  # pyright: ignore[reportAttributeAccessIssue]
         self.profile = profile = sys.getprofile()
         # The hook is swapped in only where the profiler in place can be given back: none, a
         # Python-level hook (`sys.setprofile(f)`), or cProfile's C profiler, which

@@ -47,6 +47,8 @@ def equinox_row(record: Record) -> dict[str, Any]:
         "calls": record.calls,
         "hits": record.calls - len(record.misses),
         "misses": len(record.misses),
+        # Not those traced into an outer trace, or whose trace raised: they compiled nothing.
+        "compiles": sum(m.compiled for m in record.misses),
         "compile_seconds": record.compile_seconds,
         "trace_seconds": record.trace_seconds,
         "misses_by_kind": dict(Counter(m.kind for m in record.misses)),
@@ -121,8 +123,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "filter_jit_calls": sum(row["calls"] for row in filter_jit),
         "filter_jit_misses": sum(row["misses"] for row in filter_jit),
-        # Every miss of `equinox.filter_jit` compiles; one of eqxstable's may run a program
-        # already compiled for an equal trace.
+        # A miss of `equinox.filter_jit` compiles unless traced into an outer trace (or its
+        # trace raised); one of eqxstable's may also run a program compiled for an equal trace.
         "filter_jit_compiles": sum(row.get("compiles", row["misses"]) for row in filter_jit),
         "filter_jit_reused": sum(row.get("reused", 0) for row in filter_jit),
         "jax_jit_misses": sum(row["misses"] for row in rows if row["jit"] == "jax"),
@@ -304,21 +306,33 @@ def _prediction_text(report: dict[str, Any]) -> list[str]:
 
 
 def _stabilized_text(report: dict[str, Any]) -> list[str]:
-    t = report["totals"]
+    # The stable rows alone: the `equinox` rows are wrappers made before the script started
+    # (Equinox's own, made at import), which `--stabilize` leaves to Equinox (attack 13b-08).
+    stable = [row for row in report["functions"] if row["jit"] == "eqxstable"]
+    left = [row for row in report["functions"] if row["jit"] == "equinox"]
+    misses = sum(row["misses"] for row in stable)
+    calls = _count(sum(row["calls"] for row in stable), "call", "calls")
+    which = "The `equinox.filter_jit`s" if left else "Every `equinox.filter_jit`"
     text = (
-        f"Every `equinox.filter_jit` made by the script ran as eqxstable's `filter_jit`: "
-        f"{_count(t['filter_jit_misses'], 'miss', 'misses')} in "
-        f"{_count(t['filter_jit_calls'], 'call', 'calls')}."
+        f"{which} made by the script ran as eqxstable's `filter_jit`: "
+        f"{_count(misses, 'miss', 'misses')} in {calls}."
     )
-    reused = t["filter_jit_reused"]
+    reused = sum(row["reused"] for row in stable)
     if reused:
         text += (
             f" {_count(reused, 'miss', 'misses')} traced, then ran a program already compiled "
             f"for an equal trace."
         )
-    if t["filter_jit_misses"] - t["filter_jit_compiles"] > reused:
-        text += " " + _inside(
-            t["filter_jit_misses"] - t["filter_jit_compiles"] - reused, "compiled"
+    uncompiled = misses - sum(row["compiles"] for row in stable)
+    if uncompiled > reused:
+        text += " " + _inside(uncompiled - reused, "compiled")
+    if left:
+        text += (
+            f" {_count(len(left), 'function', 'functions')} wrapped before the doctor swapped "
+            "`equinox.filter_jit` in (the `equinox` rows: Equinox's own, made at import) "
+            "stayed Equinox's: "
+            f"{_count(sum(row['misses'] for row in left), 'miss', 'misses')} in "
+            f"{_count(sum(row['calls'] for row in left), 'call', 'calls')}."
         )
     return _wrap(text, "", "")
 

@@ -20,7 +20,7 @@ does where it finds no program to reuse.
 """
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -32,7 +32,9 @@ from .._jit import (
     fingerprint_param_key,
     input_key,
     leaves_of_first_arg,
+    Mixed,
     reusable,
+    split_output,
     trace_context,
     TRACE_ONLY,
     tree_key,
@@ -111,10 +113,38 @@ def probe(jit_wrapper: Any, args: tuple, kwargs: dict) -> Any:
         return None
 
 
-def fingerprint(trace: Callable[[], Any], frame: Any) -> Hashable | None:
+class OutputSpec(NamedTuple):
+    """A call's output as the jit layer splits it (`split_output`): the positions of the leaves
+    its trace made (`Mixed.made`: a `Log()`, a `set`), and `(output leaf, 0 or 1, input leaf)`
+    for each leaf that is one of the call's static inputs (`Mixed.sources`)."""
+
+    made: tuple = ()
+    sources: tuple = ()
+
+
+def output_spec(out: Any, call_template: Any, fun_template: Any) -> OutputSpec:
+    """How eqxstable's program would split this output of Equinox's trace of the call (its
+    non-array leaves are that trace's objects): `call_template` and `fun_template` are the
+    call's and the function's static leaves (`Entry.template`, `FunParts.template`). An entry
+    whose trace made objects is pinned to the objects that traced it (`Cache.pin`, "output"),
+    as `_jit/_reuse.py` pins it."""
+    try:
+        split = split_output(out, call_template, fun_template)
+    except Exception:  # pragma: no cover - taken to hold no objects of its trace's.
+        return OutputSpec()
+    if type(split) is not Mixed:
+        return OutputSpec()
+    return OutputSpec(split.made, split.sources)
+
+
+def fingerprint(
+    trace: Callable[[], Any], frame: Any, spec: OutputSpec = OutputSpec()
+) -> Hashable | None:
     """The fingerprint of a call: `trace` gives the closed jaxpr (`probe`), `frame.inputs` is
     from `inputs`, `frame.out` what the call returned (its non-array parts are those of the
-    trace). `None` where it cannot be made."""
+    trace), `spec` its `output_spec`. As the jit layer's (`shape_of`), the output's made
+    objects are keyed by their place alone, and a static input returned by where it comes from.
+    `None` where it cannot be made."""
     closed = trace()
     if closed is None:
         return None
@@ -123,7 +153,12 @@ def fingerprint(trace: Callable[[], Any], frame: Any) -> Hashable | None:
         if jaxpr is None:
             return None
         leaves, treedef = jtu.tree_flatten(frame.out)
-        parts = tuple(("array",) if eqx.is_array(x) else fingerprint_key_of(x) for x in leaves)
+        at: dict[int, Hashable] = {i: ("made",) for i in spec.made}
+        at.update((i, ("input", kind, j)) for i, kind, j in spec.sources)
+        parts = tuple(
+            ("array",) if eqx.is_array(x) else at[i] if i in at else fingerprint_key_of(x)
+            for i, x in enumerate(leaves)
+        )
         return (
             jaxpr,
             frame.inputs,

@@ -1,9 +1,15 @@
 """The doctor's observation of compiles, for a block of code instead of a whole script.
 
 `watch()` installs the same hooks `eqxstable doctor` runs a script under (`Observer` for every
-`equinox.filter_jit`, `JaxJitWatch` for plain `jax.jit`), without predicting anything, and gives
-the compiles each function made inside the block, explained as the doctor explains them. The
-pytest plugin's `@pytest.mark.max_traces(n)` bounds them.
+`equinox.filter_jit`, `JaxJitWatch` for plain `jax.jit`), and gives the compiles each function
+made inside the block, explained as the doctor explains them. The pytest plugin's
+`@pytest.mark.max_traces(n)` bounds them.
+
+Every `equinox.filter_jit` call is predicted too, as the doctor predicts the wrappers a script
+makes (`Observer(only_made=False)`): the explanation of a miss rests on the prediction (a rebuilt
+lambda Equinox compares by identity is `identity at args[1]`, and the fix, where without it the
+arguments look the same as before and the miss reads as JAX's cache having lost the program,
+attack 13b-04). The prediction counts nothing: `max_traces` bounds the traces Equinox made.
 """
 
 import contextlib
@@ -65,7 +71,7 @@ def watch() -> Iterator[Watched]:
 
     **Returns:** A context manager yielding a `Watched`.
     """
-    observer = Observer(only_made=True)
+    observer = Observer()
     observer.install()
     jax_watch = JaxJitWatch(lambda: observer.running() or current.call is not None)
     try:

@@ -41,6 +41,7 @@ from ._fun import (
 )
 from ._guards import no_recompiles as no_recompiles, no_recompiles_within as no_recompiles_within
 from ._lru import sizes as sizes
+from ._outputs import Mixed as Mixed, split_output as split_output
 from ._pinned import (
     fun_identity as fun_identity,
     runs_python as runs_python,
