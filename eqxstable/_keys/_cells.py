@@ -26,41 +26,98 @@ _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 _sealed: dict[int, tuple[weakref.ref, Any]] = {}
 
+# Instructions through which the enclosing code reads its cell variable: no change to it.
+_READS = frozenset({"LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"})
+# Instructions that bind the cell variable to a value (the only stores its own code can make).
+_STORES = frozenset({"STORE_DEREF"})
+# Instructions that hand the cell itself to a closure being made (`LOAD_FAST` from Python 3.13,
+# where `LOAD_CLOSURE` is a pseudo-instruction).
+_CAPTURES = frozenset({"LOAD_CLOSURE", "LOAD_FAST"})
+# Instructions that make the frame's cells before its first `RESUME` (not a binding).
+_PROLOGUE = frozenset({"MAKE_CELL", "COPY_FREE_VARS"})
 
-def _loops(instructions: list) -> list[tuple[int, int]]:
-    return [
-        (ins.argval, ins.offset)
+
+def _edges(code: types.CodeType, instructions: list) -> list[tuple[int, int, int]]:
+    """Every control-flow edge of `code` other than falling through to the next instruction, as
+    `(lo, hi, target)`: an instruction at an offset in `[lo, hi]` may continue at `target`. Jumps
+    (`dis.hasjrel`, `dis.hasjabs`: loops, `while True`, `break`, `continue`, conditionals,
+    `for`, `await`'s `SEND` loop) and, from Python 3.11, the exception table's handlers (`try`,
+    `with`, `finally`, a generator's `yield` closed or thrown into). A `yield` resumes at the
+    next instruction, as a call returns."""
+    edges = [
+        (ins.offset, ins.offset, ins.argval)
         for ins in instructions
-        if ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
+        if ins.opcode in _JUMPS and isinstance(ins.argval, int)
     ]
+    table = getattr(dis.Bytecode(code), "exception_entries", ())
+    edges.extend((e.start, e.end - 1, e.target) for e in table)
+    return edges
+
+
+def _crossed(edges: list[tuple[int, int, int]], boundary: int) -> bool:
+    """Whether some edge goes back across `boundary`: from at or past it to before it."""
+    return any(hi >= boundary > target for _, hi, target in edges)
+
+
+def _never_rebound(owner: types.CodeType, name: str) -> bool:
+    """Whether `owner`'s own code can never bind its cell variable `name` again once the cell
+    holds a value and a closure over it exists. Either of:
+
+    - every store lies before the first capture, and some boundary between the last store and
+      the first capture is crossed by no edge going back (a parameter, bound on entry, with no
+      store, or normalised first: `lr = float(lr)`);
+    - a local (never a parameter, which holds a value from entry) with one store that no edge
+      going back can reach again: the cell is empty until it runs, and never bound after (a
+      recursive helper, `def fact(n): ... fact(n - 1)`, captured before its own binding).
+
+    Sound by construction: execution moves to a lower offset only through an edge of `_edges`
+    (falling through goes forward, a `yield` resumes where it stopped), so a run that reaches a
+    capture (at or past a boundary) and then a store (before it) takes an edge from at or past
+    the boundary to before it; and a store runs twice in one frame only through an edge from
+    past it to it or before it. Any use of the name this does not know (a `del`, a store that is
+    not `STORE_DEREF`, a capture that is also a store, an instruction naming several variables)
+    makes it "no"."""
+    instructions = list(dis.get_instructions(owner))
+    resumed = False
+    stores: list[int] = []
+    captures: list[int] = []
+    for ins in instructions:
+        if ins.opname == "RESUME":
+            resumed = True
+        named = ins.argval == name or (isinstance(ins.argval, tuple) and name in ins.argval)
+        if not named or not (ins.opcode in dis.hasfree or ins.opcode in dis.haslocal):
+            continue
+        if ins.opname in _READS or (ins.opname in _PROLOGUE and not resumed):
+            continue
+        if ins.opname in _STORES:
+            stores.append(ins.offset)
+        elif ins.opname in _CAPTURES and ins.argval == name:
+            captures.append(ins.offset)
+        else:
+            return False
+    if not captures:
+        return False
+    edges = _edges(owner, instructions)
+    last, first = max(stores, default=-1), min(captures)
+    if last < first:
+        boundaries = [i.offset for i in instructions if last < i.offset <= first]
+        if any(not _crossed(edges, b) for b in boundaries):
+            return True
+    if len(stores) != 1 or name in owner.co_varnames:
+        return False
+    (store,) = stores
+    # An edge from past the store to it or before it (from at or past `store + 1`).
+    return not _crossed(edges, store + 1)
 
 
 def _writers(owner: types.CodeType, name: str) -> list[types.CodeType] | None:
     """The code nested in `owner` that writes its cell variable `name` (`nonlocal`), or `None`
-    when `owner` itself may rebind it once a closure over it holds a value: deleted, or assigned
-    other than by one instruction outside any loop or only before every closure over it is made
-    (a parameter normalised first, `lr = float(lr)`), with no loop around either."""
-    instructions = list(dis.get_instructions(owner))
-    stores = [i.offset for i in instructions if i.opname in _WRITES and i.argval == name]
-    if any(i.opname == "DELETE_DEREF" and i.argval == name for i in instructions):
+    when `owner` itself may rebind it once a closure over it holds a value
+    (`_never_rebound`: a parameter rebound after the closure is made, `s = later` or
+    `s *= k`, a store in a loop around the closure, a generator rebinding it after a `yield`,
+    a `del`). A parameter normalised first, `lr = float(lr)`, is bound before."""
+    if not _never_rebound(owner, name):
         return None
-    loops = _loops(instructions)
-
-    def in_loop(at: int) -> bool:
-        return any(start <= at <= end for start, end in loops)
-
-    if stores:
-        closures = [
-            i.offset for i in instructions if i.opname == "LOAD_CLOSURE" and i.argval == name
-        ]
-        once = len(stores) == 1 and not in_loop(stores[0])
-        before = (
-            bool(closures)
-            and max(stores) < min(closures)
-            and not any(map(in_loop, stores + closures))
-        )
-        if not (once or before):
-            return None
     writers = []
     pending = [c for c in _nested(owner) if name in c.co_freevars]
     while pending:

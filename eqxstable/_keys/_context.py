@@ -76,6 +76,7 @@ class Ctx:
         "own_eq",
         "abc_token",
         "unread",
+        "once",
     )
 
     def __init__(self, by_value: bool = False) -> None:
@@ -104,6 +105,19 @@ class Ctx:
         # equal to nothing): the memo then keeps this key for this object alone, never spliced
         # into another object's key (a rebuilt reader of this very function is another reader).
         self.unread = False
+        # The states watched once per computation however many objects read them (the thread's
+        # decimal context, read by every `Decimal`), by state function: see `watch_once`.
+        self.once: dict[Callable[[Any], tuple], tuple] = {}
+
+    def watch_once(self, obj: Any, state_fn: Callable[[Any], tuple]) -> tuple:
+        """`state_fn(obj)` now, watched: one entry per computation, however many parts of the
+        key depend on it (a tuple of 40,000 `Decimal`s checks the decimal context once a hit,
+        not 40,000 times: attack 13a-03). `obj` is the same for every call with `state_fn`."""
+        state = self.once.get(state_fn)
+        if state is None:
+            state = self.once[state_fn] = state_fn(obj)
+            self.states.append((obj, state_fn, state))
+        return state
 
     def watch(self) -> Watch:
         return batched_watch(tuple(self.states), tuple(self.names), tuple(self.blobs))

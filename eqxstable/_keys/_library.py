@@ -31,13 +31,13 @@ def decimal_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-decimal`: sign, digits and exponent (`Decimal('1.00')` and `Decimal('1.0')` differ;
     NaN, sNaN and infinities by their marker), and the settings of the thread's decimal context,
     watched: arithmetic on it in a trace reads them (`getcontext().prec = 2` rounds `1/3`)."""
-    ctx.states.append((decimal, decimal_context, decimal_context(decimal)))
+    context = ctx.watch_once(decimal, decimal_context)
     if obj.is_nan():
         # A NaN (quiet or signalling, any payload) is unequal to itself, as a float's: never
         # substituted (`_values._no_nan_substitute`). Asked by `is_nan`, not `==`, which
         # signals on an sNaN (it raises, or sets the flag in the user's context).
         ctx.own_eq = True
-    return (type(obj), obj.as_tuple(), decimal_context(decimal))
+    return (type(obj), obj.as_tuple(), context)
 
 
 def decimal_context(_: Any) -> tuple:
