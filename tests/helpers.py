@@ -12,9 +12,13 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import equinox as eqx
@@ -22,6 +26,9 @@ import jax
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+# The checkout's root: a new process started there imports this checkout's `eqxstable`.
+ROOT = Path(__file__).parent.parent
 
 # JAX logs one record per stage when `jax.log_compiles()` is on; these two mark a finished trace
 # and a finished XLA compilation. The name is what `jax.jit` calls the function (its `__name__`).
@@ -215,3 +222,22 @@ def started_walks(monkeypatch: Any) -> list:
 
     monkeypatch.setattr(_context, "Walk", Counting)
     return walks
+
+
+def run_python(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python *args` (each `str`-ed) in a new process on the CPU (`JAX_PLATFORMS=cpu`), from
+    `cwd` (the checkout's root by default, so that `-m eqxstable` is this checkout's), its output
+    captured as text. The caller checks `returncode`: some tests expect a failure."""
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+
+
+def run_doctor(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m eqxstable doctor *args` as [`run_python`][] runs it."""
+    return run_python("-m", "eqxstable", "doctor", *args, cwd=cwd)
