@@ -241,3 +241,20 @@ def run_python(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def run_doctor(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """`python -m eqxstable doctor *args` as [`run_python`][] runs it."""
     return run_python("-m", "eqxstable", "doctor", *args, cwd=cwd)
+
+
+def python_calls(fn: Callable[[], Any], name: str | None = None) -> int:
+    """The Python-level calls that `fn()` makes (only of functions called `name` when given),
+    counted with `sys.setprofile`: a count of work, not seconds."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call" and (name is None or frame.f_code.co_name == name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
