@@ -70,7 +70,8 @@ class LRU(Generic[_K, _V]):
 
     Thread-safe: every change (a use moves an item too) and every copy (`values`, `items`,
     iteration) holds the LRU's lock, since the wrappers' lookups are not serialised and an
-    `OrderedDict` copied while another thread moves an item raises "mutated during iteration".
+    `OrderedDict` copied while another thread moves an item raises "mutated during iteration" (or
+    a `KeyError`, where it drops one).
     `peek`, `len` and `in` change nothing and copy nothing, so they take no lock. `on_evict` runs
     after the lock is let go, so that it may use this or another LRU."""
 
