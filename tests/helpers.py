@@ -258,3 +258,18 @@ def python_calls(fn: Callable[[], Any], name: str | None = None) -> int:
     finally:
         sys.setprofile(None)
     return calls
+
+
+def run_racing(threads: list[threading.Thread]) -> None:
+    """Starts `threads` and waits for them, with CPython switching threads as often as it allows,
+    so that a race shows in a short test; fails if one hangs."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads), "a thread hangs"

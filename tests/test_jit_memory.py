@@ -5,7 +5,6 @@ raise, evictions and clears."""
 
 import dataclasses
 import gc
-import sys
 import threading
 import weakref
 
@@ -19,6 +18,8 @@ from jax.experimental import sparse
 import eqxstable as es
 from eqxstable._jit import _sharing
 from eqxstable._jit._lru import LRU, sizes
+
+from .helpers import run_racing
 
 
 @pytest.fixture(autouse=True)
@@ -240,17 +241,8 @@ def test_lru_copies_while_other_threads_use_it():
         finally:
             stop.set()
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=use, args=(t,)) for t in range(3)]
-        threads.append(threading.Thread(target=copy))
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    finally:
-        sys.setswitchinterval(interval)
+    users = [threading.Thread(target=use, args=(t,)) for t in range(3)]
+    run_racing([*users, threading.Thread(target=copy)])
     assert not errors, errors
     assert lru.total == sum(lru.values()) <= 48
 
