@@ -6,6 +6,11 @@
    functions XLA compiled (optax `_src/test_utils.py`).
 
 The library's own accounting (`cache_info()`, `.misses`) must agree with both.
+
+Also what several test files need alike: [`counting_filter_jit`][] (plain `eqx.filter_jit` with a
+trace counter), [`python_calls`][] (a count of work, not seconds), [`run_python`][] and
+[`run_doctor`][] (a new process on the CPU from the checkout's root), [`run_racing`][] (threads
+switching as often as CPython allows).
 """
 
 import contextlib
