@@ -6,15 +6,24 @@
    functions XLA compiled (optax `_src/test_utils.py`).
 
 The library's own accounting (`cache_info()`, `.misses`) must agree with both.
+
+Also what several test files need alike: [`counting_filter_jit`][] (plain `eqx.filter_jit` with a
+trace counter), [`python_calls`][] (a count of work, not seconds), [`run_python`][] and
+[`run_doctor`][] (a new process on the CPU from the checkout's root), [`run_racing`][] (threads
+switching as often as CPython allows).
 """
 
 import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import equinox as eqx
@@ -22,6 +31,9 @@ import jax
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+# The checkout's root: a new process started there imports this checkout's `eqxstable`.
+ROOT = Path(__file__).parent.parent
 
 # JAX logs one record per stage when `jax.log_compiles()` is on; these two mark a finished trace
 # and a finished XLA compilation. The name is what `jax.jit` calls the function (its `__name__`).
@@ -215,3 +227,54 @@ def started_walks(monkeypatch: Any) -> list:
 
     monkeypatch.setattr(_context, "Walk", Counting)
     return walks
+
+
+def run_python(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python *args` (each `str`-ed) in a new process on the CPU (`JAX_PLATFORMS=cpu`), from
+    `cwd` (the checkout's root by default, so that `-m eqxstable` is this checkout's), its output
+    captured as text. The caller checks `returncode`: some tests expect a failure."""
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        timeout=300,
+    )
+
+
+def run_doctor(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m eqxstable doctor *args` as [`run_python`][] runs it."""
+    return run_python("-m", "eqxstable", "doctor", *args, cwd=cwd)
+
+
+def python_calls(fn: Callable[[], Any], name: str | None = None) -> int:
+    """The Python-level calls that `fn()` makes (only of functions called `name` when given),
+    counted with `sys.setprofile`: a count of work, not seconds."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call" and (name is None or frame.f_code.co_name == name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def run_racing(threads: list[threading.Thread]) -> None:
+    """Starts `threads` and waits for them, with CPython switching threads as often as it allows,
+    so that a race shows in a short test; fails if one hangs."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads), "a thread hangs"

@@ -7,7 +7,6 @@ before it was installed can be set up.
 """
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -21,10 +20,8 @@ import pytest
 
 from eqxstable._doctor import Observer, PREFERRED_HOOKS
 
-from .helpers import compile_log
+from .helpers import compile_log, ROOT, run_doctor
 
-
-ROOT = Path(__file__).parent.parent
 
 # A rebuilt-lambda loop: Equinox compiles three times, eqxstable once. The script prints its own
 # trace count, as counted inside the traced function.
@@ -56,21 +53,9 @@ def _write(tmp_path: Path, source: str, name: str = "script.py") -> Path:
     return path
 
 
-def _doctor(*args: Any, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    return subprocess.run(
-        [sys.executable, "-m", "eqxstable", "doctor", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        env=env,
-        timeout=300,
-    )
-
-
 def _json_report(tmp_path: Path, *args: Any) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "report.json"
-    proc = _doctor("--json", "--output", out, *args)
+    proc = run_doctor("--json", "--output", out, *args)
     return proc, json.loads(out.read_text())
 
 
@@ -184,7 +169,7 @@ def test_observe_only_leaves_the_script_unchanged_and_reports_on_stderr(tmp_path
     plain = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300
     )
-    proc = _doctor(script)
+    proc = run_doctor(script)
     assert proc.returncode == 0
     assert proc.stdout == plain.stdout
     words = " ".join(proc.stderr.split())
@@ -212,7 +197,7 @@ def test_argv_main_and_sibling_imports(tmp_path):
             main()
         """,
     )
-    proc = _doctor(script, "--lr", "3", "x y", cwd=ROOT / "docs")
+    proc = run_doctor(script, "--lr", "3", "x y", cwd=ROOT / "docs")
     assert proc.returncode == 0, proc.stderr
     assert "hello from a sibling" in proc.stdout
     assert f"argv {[str(script), '--lr', '3', 'x y']}" in proc.stdout
@@ -236,7 +221,7 @@ def test_exception_prints_traceback_then_report(tmp_path):
         fail()
         """,
     )
-    proc = _doctor(script)
+    proc = run_doctor(script)
     assert proc.returncode == 1
     traceback, report = proc.stderr.split("eqxstable doctor:", 1)
     assert traceback.startswith("Traceback (most recent call last):")
@@ -269,7 +254,7 @@ def test_sys_exit_status_and_report(tmp_path, exit_call, status, message):
         print("not reached")
         """,
     )
-    proc = _doctor(script)
+    proc = run_doctor(script)
     assert proc.returncode == status
     assert "not reached" not in proc.stdout
     assert f"exited with status {status}" in proc.stderr
@@ -288,7 +273,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, name, source, expected):
     path = tmp_path / name
     if source is not None:
         path.write_text(source)
-    proc = _doctor(path)
+    proc = run_doctor(path)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1
@@ -298,7 +283,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, name, source, expected):
 def test_unwritable_output_is_one_line_and_status_2(tmp_path):
     script = _write(tmp_path, "print('ran')\n")
     out = tmp_path / "missing" / "report.json"
-    proc = _doctor("--output", out, script)
+    proc = run_doctor("--output", out, script)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert (
         proc.stderr

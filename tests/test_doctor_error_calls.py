@@ -3,29 +3,19 @@ was, under the doctor as under `--stabilize`: a miss that traced and compiled, o
 call whose trace raised is a failed trace (attack 12b-04)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .helpers import ROOT, run_doctor
 
-ROOT = Path(__file__).parent.parent
+
 SCRIPT = ROOT / "tests" / "doctor_scripts" / "error_if_at_run_time.py"
 
 
 def _report(tmp_path: Path, *options: str) -> dict:
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "eqxstable", "doctor", *options, "--json", "--output", str(out)]
-        + [str(SCRIPT)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        timeout=300,
-    )
+    proc = run_doctor(*options, "--json", "--output", out, SCRIPT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "3 -1.0\n"
     return json.loads(out.read_text())

@@ -4,9 +4,6 @@ compile without a trace by the jaxpr JAX compiles (its `debug_info`), so the gra
 does not call misses traced under `jax.grad` reuses of an equal program (attack 12b-07)."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,8 +11,8 @@ import pytest
 
 from eqxstable._compat import EXPLAINS_JIT_MISSES
 
+from .helpers import run_doctor
 
-ROOT = Path(__file__).parent.parent
 
 SCRIPT = """
 import equinox as eqx, jax, jax.numpy as jnp
@@ -33,21 +30,10 @@ def _doctor(tmp_path: Path, *options: str) -> tuple[dict, str]:
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(SCRIPT))
     out = tmp_path / "report.json"
-    run = [sys.executable, "-m", "eqxstable", "doctor", *options]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [*run, "--json", "--output", str(out), str(script)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    proc = run_doctor(*options, "--json", "--output", out, script)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1:] == ["[2. 2. 2.]", "[3. 3. 3.]", "[4. 4. 4.]"]
-    words = subprocess.run(
-        [*run, str(script)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
+    words = run_doctor(*options, script)
     text = words.stdout + words.stderr
     return json.loads(out.read_text()), text
 

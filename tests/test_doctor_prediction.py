@@ -21,8 +21,9 @@ import pytest
 
 from eqxstable._jit._fingerprint import AVAILABLE
 
+from .helpers import ROOT, run_doctor
 
-ROOT = Path(__file__).parent.parent
+
 SCRIPTS = sorted([*ROOT.glob("examples/*.py"), *(ROOT / "tests" / "doctor_scripts").glob("*.py")])
 # Shorter runs of the examples, with the same compiles.
 ARGS = {"sweep.py": ["--epochs", "3", "--steps", "2"]}
@@ -134,25 +135,7 @@ DIFFERENT_RESULTS = {
 
 def _doctor(tmp_path: Path, script: Path, *options: str) -> tuple[dict[str, Any], list[str]]:
     out = tmp_path / f"report{'-'.join(options)}.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eqxstable",
-            "doctor",
-            "--json",
-            "--output",
-            str(out),
-            *options,
-            str(script),
-            *ARGS.get(script.name, []),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        timeout=300,
-    )
+    proc = run_doctor("--json", "--output", out, *options, script, *ARGS.get(script.name, []))
     assert proc.returncode == 0, proc.stderr
     # Timings aside, what the script printed; a progress bar prints as often as time passes (a
     # miss that reuses a compiled program is faster), so its lines are timings too.

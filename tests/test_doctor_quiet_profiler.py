@@ -4,19 +4,15 @@ object itself, a C profiler that `sys.setprofile` cannot install again: restored
 `TypeError` the doctor swallowed, and the profile stopped at the first observed call."""
 
 import cProfile
-import os
 import pstats
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from eqxstable._doctor._quiet import quiet, UserCodeRefused
 
-
-ROOT = Path(__file__).resolve().parent.parent
+from .helpers import run_python
 
 
 def _work() -> int:
@@ -94,14 +90,7 @@ def test_a_doctored_script_under_cprofile_is_profiled_after_its_first_jitted_cal
         )
     )
     out = tmp_path / "run.prof"
-    proc = subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "eqxstable", "doctor", script],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        timeout=300,
-    )
+    proc = run_python("-m", "cProfile", "-o", out, "-m", "eqxstable", "doctor", script)
     assert proc.returncode == 0, proc.stderr
     stats = pstats.Stats(str(out)).stats  # pyright: ignore
     counts = {name: s[1] for (_, _, name), s in stats.items()}

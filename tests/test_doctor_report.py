@@ -2,9 +2,7 @@
 applies, once."""
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -13,7 +11,7 @@ import pytest
 
 from eqxstable._compat import EXPLAINS_JIT_MISSES
 
-from .helpers import jax_explains_static_arguments
+from .helpers import jax_explains_static_arguments, ROOT, run_doctor
 
 
 needs_jax_explanations = pytest.mark.skipif(
@@ -23,21 +21,11 @@ needs_jax_explanations = pytest.mark.skipif(
 )
 
 
-ROOT = Path(__file__).parent.parent
-
-
 def _doctor(tmp_path: Path, source: str, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "eqxstable", "doctor", *options, "--output", str(out), str(script)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        timeout=300,
-    )
+    proc = run_doctor(*options, "--output", out, script)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     return proc, json.loads(text) if "--json" in options else {"text": text}

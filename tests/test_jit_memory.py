@@ -5,6 +5,7 @@ raise, evictions and clears."""
 
 import dataclasses
 import gc
+import threading
 import weakref
 
 import equinox as eqx
@@ -17,6 +18,8 @@ from jax.experimental import sparse
 import eqxstable as es
 from eqxstable._jit import _sharing
 from eqxstable._jit._lru import LRU, sizes
+
+from .helpers import run_racing
 
 
 @pytest.fixture(autouse=True)
@@ -188,6 +191,60 @@ def test_lru_weighs_and_evicts():
     assert evicted == ["b"] and lru.total == 4 and list(lru) == ["a", "c"]
     lru.set("d", 9)  # Heavier than the bound: only it is kept.
     assert list(lru) == ["d"] and evicted == ["b", "a", "c"]
+
+
+class _SlowHash:
+    """A key whose `__hash__` is Python code: CPython may switch threads inside it, so another
+    thread's call can move an item while an `OrderedDict` is copied."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SlowHash) and other.n == self.n
+
+
+def test_lru_copies_while_other_threads_use_it():
+    # The jit cache's lookups are not serialised: one thread copies the entries
+    # (`pinned_twin(list(entries.values()))`) while another finds one (`get` moves it) or adds
+    # one (`set` may evict). No copy raises "mutated during iteration", and the total holds.
+    lru: LRU[_SlowHash, int] = LRU(lambda: 48, weight=lambda v: v)
+    keys = [_SlowHash(n) for n in range(64)]
+    for k in keys[:40]:
+        lru.set(k, 1)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def use(t: int) -> None:
+        i = t
+        try:
+            while not stop.is_set():
+                i = (i + 7) % len(keys)
+                if i % 3:
+                    lru.get(keys[i])
+                else:
+                    lru.set(keys[i], 1 + i % 2)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def copy() -> None:
+        try:
+            for _ in range(300):
+                assert all(v in (1, 2) for v in lru.values())
+                assert all(isinstance(k, _SlowHash) for k in lru)
+                assert all(v in (1, 2) for _, v in lru.items())
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            stop.set()
+
+    users = [threading.Thread(target=use, args=(t,)) for t in range(3)]
+    run_racing([*users, threading.Thread(target=copy)])
+    assert not errors, errors
+    assert lru.total == sum(lru.values()) <= 48
 
 
 def test_max_entries_from_the_environment(monkeypatch):

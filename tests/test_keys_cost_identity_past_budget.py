@@ -6,16 +6,16 @@ watched as one state read in C. A record written past its frozen `__setattr__` s
 matches eager."""
 
 import dataclasses
-import sys
 
 import jax.numpy as jnp
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 from eqxstable._keys import _context, _records, compute
 from eqxstable._keys._records import frozen_records, records_state
 from eqxstable._keys._state import attrs_state
+
+from .helpers import python_calls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,27 +35,6 @@ class Other:
 @dataclasses.dataclass(frozen=True)
 class Holds:
     items: list
-
-
-@pytest.fixture
-def small_budget(monkeypatch):
-    monkeypatch.setattr(_context, "MAX_OBJECTS", 2_000)
-
-
-def _python_calls(fn, name: str | None = None) -> int:
-    # Counted, not timed: the Python-level calls one call of `fn` makes (of functions `name`).
-    calls = 0
-
-    def profile(frame, event, arg):
-        nonlocal calls
-        calls += event == "call" and (name is None or frame.f_code.co_name == name)
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 def test_which_tuples_hold_frozen_records():
@@ -131,8 +110,8 @@ def test_a_big_table_under_the_budget_is_one_state_and_remembered():
     fns = [s[1] for s in watch.states]
     assert records_state in fns and attrs_state not in fns
     # A rebuilt reader reuses the remembered key: no walk of 3,000 records.
-    assert _python_calls(lambda: compute(_table(10)), "frozen_dataclass") == 10
-    assert _python_calls(lambda: compute(_reader(table)), "frozen_dataclass") == 0
+    assert python_calls(lambda: compute(_table(10)), "frozen_dataclass") == 10
+    assert python_calls(lambda: compute(_reader(table)), "frozen_dataclass") == 0
     assert compute(_reader(table))[0] == key
     # Under the budget it is keyed by value: an equal rebuilt table is the same key.
     assert compute(_reader(_table(3_000)))[0] == key
@@ -143,7 +122,7 @@ def test_a_hit_over_many_records_is_not_a_call_per_record():
     f = es.filter_jit(lambda x: x * table[3].b)
     x = jnp.ones(2)
     f(x)
-    assert _python_calls(lambda: f(x)) < 200
+    assert python_calls(lambda: f(x)) < 200
     assert f.cache_info().hits == 1
 
 

@@ -3,7 +3,6 @@
 Python call per member on every hit; the class's namespace likewise scanned in C."""
 
 import enum
-import sys
 from typing import Any
 
 import jax.numpy as jnp
@@ -13,21 +12,7 @@ import eqxstable as es
 from eqxstable._keys import compute
 from eqxstable._keys._classes import _FLAT, _members_state, _members_valid
 
-
-def _python_calls(fn) -> int:
-    # Counted, not timed.
-    calls = 0
-
-    def profile(frame, event, arg):
-        nonlocal calls
-        calls += event == "call"
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
+from .helpers import python_calls
 
 
 Tok: Any = enum.IntEnum("Tok", [f"T{i}" for i in range(3_000)])
@@ -37,7 +22,7 @@ def test_a_hit_reading_one_member_is_not_a_call_per_member():
     f = es.filter_jit(lambda x: x * int(Tok.T5))
     x = jnp.ones(2)
     f(x)
-    assert _python_calls(lambda: f(x)) < 200
+    assert python_calls(lambda: f(x)) < 200
     assert f.cache_info().hits == 1
     assert _members_state(Tok)[0] is _FLAT
 

@@ -10,6 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import count_traces
+
 
 HOLDERS = {"enable_checks": jax.enable_checks, "log_compiles": jax.log_compiles}
 ALIAS = jax.enable_checks
@@ -56,14 +58,8 @@ def test_a_rebuilt_reader_follows_the_holders_value(name, where, how):
 
 @pytest.mark.counts_traces
 def test_with_nothing_changed_a_rebuilt_reader_hits():
-    traces = 0
-
-    def apply(f, x):
-        nonlocal traces
-        traces += 1
-        return f(x)
-
-    run = es.filter_jit(apply)
+    counter = count_traces(lambda f, x: f(x))
+    run = es.filter_jit(counter)
     for _ in range(3):
         assert float(run(_reader("enable_checks", "module attribute"), jnp.float32(1.0))) == 1.0
-    assert traces == 1
+    assert counter.count == 1

@@ -13,6 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import count_traces
+
 
 class Enc(json.JSONEncoder):  # A user's subclass: the attribute lives on the library base.
     pass
@@ -67,14 +69,8 @@ def test_a_rebuilt_reader_follows_a_rebound_class_attribute(where, values):
 @pytest.mark.counts_traces
 @pytest.mark.parametrize("where", ["user subclass", "library instance", "module chain"])
 def test_with_nothing_rebound_a_rebuilt_reader_still_hits(where):
-    traces = 0
-
-    def apply(f, x):
-        nonlocal traces
-        traces += 1
-        return f(x)
-
-    run = es.filter_jit(apply)
+    counter = count_traces(lambda f, x: f(x))
+    run = es.filter_jit(counter)
     for _ in range(3):
         assert float(run(_reader(where), jnp.float32(1.0))) == 2.0
-    assert traces == 1
+    assert counter.count == 1

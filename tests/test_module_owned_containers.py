@@ -19,6 +19,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import count_traces, counting_filter_jit
+
 
 def _scale(s):
     return lambda x: x * s
@@ -168,13 +170,7 @@ def _shared() -> Shared:
 
 
 def test_immutable_containers_still_share_under_plain_filter_jit():
-    traces = 0
-
-    @eqx.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    run, traces = counting_filter_jit(lambda m, x: m(x))
 
     a, b = _shared(), _shared()
     assert a.mlp.activation is b.mlp.activation
@@ -183,7 +179,7 @@ def test_immutable_containers_still_share_under_plain_filter_jit():
     assert a.sub.stages[0] is b.sub.stages[0]
     x = jnp.ones(2)
     assert jnp.array_equal(run(a, x), run(b, x))
-    assert traces == 1
+    assert traces() == 1
 
 
 @pytest.mark.counts_traces
@@ -192,19 +188,9 @@ def test_a_rebuilt_list_or_dict_field_keeps_sharing_and_is_the_users_own(contain
     # The user's own list or dict, its functions made canonical where they are (`intern`: an
     # equivalent object): plain `eqx.filter_jit` sees one program for rebuilt modules, and the
     # module still follows a later change to the container.
-    plain_traces = stable_traces = 0
-
-    def plain(m, x):
-        nonlocal plain_traces
-        plain_traces += 1
-        return m(x)
-
-    def stable(m, x):
-        nonlocal stable_traces
-        stable_traces += 1
-        return m(x)
-
-    run_plain, run_stable = eqx.filter_jit(plain), es.filter_jit(stable)
+    run_plain, plain_traces = counting_filter_jit(lambda m, x: m(x))
+    stable = count_traces(lambda m, x: m(x))
+    run_stable = es.filter_jit(stable)
     x = jnp.ones(2)
     given: Any = None
     m: Any = None
@@ -213,8 +199,8 @@ def test_a_rebuilt_list_or_dict_field_keeps_sharing_and_is_the_users_own(contain
         m = Stable(given, "field")
         assert m.held is given
         assert float(run_plain(m, x)[0]) == float(run_stable(m, x)[0]) == 2.0
-    assert plain_traces == 1
-    assert stable_traces == 1
+    assert plain_traces() == 1
+    assert stable.count == 1
     given[0] = _scale(3.0)  # A later change: followed, eagerly and under both jits.
     assert float(m(x)[0]) == float(run_plain(m, x)[0]) == float(run_stable(m, x)[0]) == 3.0
 

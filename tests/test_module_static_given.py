@@ -14,6 +14,8 @@ from hypothesis import given, settings, strategies as st
 import eqxstable as es
 from eqxstable._module import _given
 
+from .helpers import counting_filter_jit
+
 
 class Stable(es.StableModule):
     widths: Any = eqx.field(static=True)
@@ -130,19 +132,13 @@ def test_literal_is_let_go_after_a_read():
 @pytest.mark.counts_traces
 def test_rebuilt_module_with_new_value_is_fine_and_shares_the_program():
     w = [16, 16]
-    traces = 0
-
-    @eqx.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    run, traces = counting_filter_jit(lambda m, x: m(x))
 
     assert float(run(Stable(w), jnp.float32(1.0))) == 2.0
     assert float(run(Stable(list(w)), jnp.float32(1.0))) == 2.0
     w.append(16)
     assert float(run(Stable(w), jnp.float32(1.0))) == 3.0
-    assert traces == 2
+    assert traces() == 2
 
 
 @settings(max_examples=40, deadline=None)

@@ -12,6 +12,8 @@ import pytest
 
 import eqxstable as es
 
+from .helpers import count_traces, counting_filter_jit
+
 
 def _scale(x, s=1.0):
     return x * s
@@ -55,26 +57,21 @@ def test_stabilize_keeps_each_partial():
 @pytest.mark.counts_traces
 @pytest.mark.parametrize("change", ["keywords", "setstate"])
 def test_the_jit_shares_equal_partials_until_one_changes(change):
-    traces = 0
-
-    @es.filter_jit
-    def run(p, x):
-        nonlocal traces
-        traces += 1
-        return p(x)
+    counter = count_traces(lambda p, x: p(x))
+    run = es.filter_jit(counter)
 
     x = jnp.float32(1.0)
     p1, p2 = ft.partial(_scale, s=2.0), ft.partial(_scale, s=2.0)
     assert float(run(p1, x)) == 2.0
     assert float(run(p2, x)) == 2.0
-    assert traces == 1  # Equal partials share one program.
+    assert counter.count == 1  # Equal partials share one program.
     if change == "keywords":
         p2.keywords["s"] = 5.0
     else:
         p2.__setstate__((_scale, (), {"s": 5.0}, None))  # pyright: ignore
     assert float(run(p2, x)) == float(p2(x)) == 5.0
     assert float(run(p1, x)) == float(p1(x)) == 2.0
-    assert traces == 2
+    assert counter.count == 2
     # An empty keywords dict filled in place after the trace is seen too.
     p3 = ft.partial(_scale)
     assert float(run(p3, x)) == 1.0
@@ -91,20 +88,14 @@ class _Holder(es.StableModule):
 
 @pytest.mark.counts_traces
 def test_stable_modules_share_a_program_and_keep_their_own_partial():
-    traces = 0
-
-    @eqx.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    run, traces = counting_filter_jit(lambda m, x: m(x))
 
     x = jnp.float32(1.0)
     p1, p2 = ft.partial(_scale), ft.partial(_scale)  # Empty keywords, filled later.
     a, b = _Holder(p1), _Holder(p2)
     assert a.fn is p1 and b.fn is p2  # Never substituted.
     assert float(run(a, x)) == float(run(b, x)) == 1.0
-    assert traces == 1  # Still one program under plain Equinox.
+    assert traces() == 1  # Still one program under plain Equinox.
     p2.keywords["s"] = 5.0
     assert float(b(x)) == 5.0 and float(a(x)) == 1.0
     assert float(run(_Holder(p2), x)) == 5.0

@@ -21,6 +21,8 @@ from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
 
+from .helpers import count_traces, counting_filter_jit
+
 
 def _in_cell():
     def act(x):
@@ -134,22 +136,17 @@ def test_tuning_model_2_leaves_model_1_as_eqx_module_does(make, how):
 
 @pytest.mark.counts_traces
 def test_es_filter_jit_shares_then_retraces_model_2_after_its_change():
-    traces = 0
-
-    @es.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    counter = count_traces(lambda m, x: m(x))
+    run = es.filter_jit(counter)
 
     x = jnp.ones(2)
     m1, m2 = Net(_in_cell()), Net(_in_cell())
     assert float(run(m1, x)[0]) == float(run(m2, x)[0]) == 1.0
-    assert traces == 1  # One program for the equivalent twins.
+    assert counter.count == 1  # One program for the equivalent twins.
     m2.act.temperature = 5.0
     assert float(run(m2, x)[0]) == 5.0
     assert float(run(m1, x)[0]) == 1.0
-    assert traces == 2
+    assert counter.count == 2
 
 
 def _plain_maker():
@@ -168,36 +165,25 @@ def test_a_closure_over_a_recursive_helper_is_keyed_but_not_substituted():
     # The helper reaches itself (it may read its own attributes), and the closure's key holds
     # the helper's: a missed sharing under plain `eqx.filter_jit`, one program under
     # `es.filter_jit`.
-    traces = 0
-
-    @es.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    counter = count_traces(lambda m, x: m(x))
+    run = es.filter_jit(counter)
 
     x = jnp.ones(2)
     a, b = Net(_recursive_maker()), Net(_recursive_maker())
     assert a.act is not b.act
     assert es.stable_key(a.act) == es.stable_key(b.act)
     assert float(run(a, x)[0]) == float(run(b, x)[0]) == 6.0
-    assert traces == 1
+    assert counter.count == 1
 
 
 def test_functions_that_do_not_reach_themselves_are_still_shared():
-    traces = 0
-
-    @eqx.filter_jit
-    def run(m, x):
-        nonlocal traces
-        traces += 1
-        return m(x)
+    run, traces = counting_filter_jit(lambda m, x: m(x))
 
     x = jnp.ones(2)
     a, b = Net(_plain_maker()), Net(_plain_maker())
     assert a.act is b.act
     assert float(run(a, x)[0]) == float(run(b, x)[0]) == 2.0
-    assert traces == 1
+    assert traces() == 1
 
 
 class Mode(str):

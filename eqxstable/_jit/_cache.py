@@ -223,7 +223,7 @@ class Cache:
             entry.adopt(treedef, leaves, data, watch)
             return entry, False
         entry = Entry(key, treedef, leaves, mask, data, watch, self.donated_args)
-        # A copy made in C under the GIL: another thread may add an entry meanwhile.
+        # A copy made under the LRU's lock: another thread may add an entry right after it.
         entry.unpinned = pinned_twin(list(self.entries.values()), key, statics, data, mask)
         self.entries.set(key, entry)
         return entry, True

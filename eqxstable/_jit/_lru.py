@@ -24,6 +24,7 @@ a stale program: an evicted entry is traced again when it is next needed.
 
 import dataclasses
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -65,9 +66,16 @@ class LRU(Generic[_K, _V]):
     runs for each dropped item.
 
     `get` counts as a use; `peek` does not. Only the caller decides when a lookup is a use, so
-    the hit path, which never comes here, stays as cheap as it was."""
+    the hit path, which never comes here, stays as cheap as it was.
 
-    __slots__ = ("_items", "_bound", "_on_evict", "_weight", "total", "__weakref__")
+    Thread-safe: every change (a use moves an item too) and every copy (`values`, `items`,
+    iteration) holds the LRU's lock, since the wrappers' lookups are not serialised and an
+    `OrderedDict` copied while another thread moves an item raises "mutated during iteration" (or
+    a `KeyError`, where it drops one).
+    `peek`, `len` and `in` change nothing and copy nothing, so they take no lock. `on_evict` runs
+    after the lock is let go, so that it may use this or another LRU."""
+
+    __slots__ = ("_items", "_bound", "_on_evict", "_weight", "_lock", "total", "__weakref__")
 
     def __init__(
         self,
@@ -79,6 +87,9 @@ class LRU(Generic[_K, _V]):
         self._bound = bound
         self._on_evict = on_evict
         self._weight = weight
+        # Re-entrant: a key's `__eq__` or a finaliser run by the garbage collector while the lock
+        # is held may come back to this LRU in the same thread.
+        self._lock = threading.RLock()
         # The sum of the weights of the items held (their number when unweighted).
         self.total = 0
 
@@ -93,73 +104,89 @@ class LRU(Generic[_K, _V]):
         return key in self._items
 
     def __iter__(self) -> Iterator[_K]:
-        return iter(_snapshot(self._items.keys))
+        with self._lock:
+            return iter(list(self._items))
 
     def values(self) -> list[_V]:
-        return _snapshot(self._items.values)
+        with self._lock:
+            return list(self._items.values())
 
     def items(self) -> list[tuple[_K, _V]]:
-        return _snapshot(self._items.items)
+        with self._lock:
+            return list(self._items.items())
 
     def peek(self, key: _K) -> _V | None:
         return self._items.get(key)
 
     def get(self, key: _K) -> _V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
 
     def _w(self, value: Any) -> int:
         return 1 if self._weight is None else self._weight(value)
 
     def set(self, key: _K, value: _V) -> None:
-        old = self._items.pop(key, None)
-        if old is not None:
-            self.total -= self._w(old)
-        self._items[key] = value
-        self.total += self._w(value)
-        self.shrink()
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.total -= self._w(old)
+            self._items[key] = value
+            self.total += self._w(value)
+            evicted = self._shrink()
+        self._evicted(evicted)
 
     def setdefault(self, key: _K, value: _V) -> _V:
-        found = self.get(key)
-        if found is not None:
-            return found
-        self.set(key, value)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+            self._items[key] = value
+            self.total += self._w(value)
+            evicted = self._shrink()
+        self._evicted(evicted)
         return value
 
     def pop(self, key: _K) -> _V | None:
-        value = self._items.pop(key, None)
-        if value is not None:
-            self.total -= self._w(value)
-        return value
+        with self._lock:
+            value = self._items.pop(key, None)
+            if value is not None:
+                self.total -= self._w(value)
+            return value
 
     def reweigh(self, old_weight: int, value: _V) -> None:
         """After `value` (held) changed its weight from `old_weight`."""
-        self.total += self._w(value) - old_weight
-        self.shrink()
+        with self._lock:
+            self.total += self._w(value) - old_weight
+            evicted = self._shrink()
+        self._evicted(evicted)
 
     def shrink(self) -> None:
         """Drops the least recently used items until the bound holds (one item is always kept:
         the one just used)."""
+        with self._lock:
+            evicted = self._shrink()
+        self._evicted(evicted)
+
+    def _shrink(self) -> list[tuple[_K, _V]]:
+        # Under the lock: the items dropped, for `_evicted` once it is let go.
         bound = self._bound()
+        evicted = []
         while self.total > bound and len(self._items) > 1:
             key, value = self._items.popitem(last=False)
             self.total -= self._w(value)
-            if self._on_evict is not None:
+            evicted.append((key, value))
+        return evicted
+
+    def _evicted(self, evicted: list[tuple[_K, _V]]) -> None:
+        if self._on_evict is not None:
+            for key, value in evicted:
                 self._on_evict(key, value)
 
     def clear(self) -> None:
-        self._items.clear()
-        self.total = 0
-
-
-def _snapshot(view: Any) -> list:
-    """A list of `view()` (an `OrderedDict`'s keys, values or items). Another thread's call can
-    move an item while the copy is made (the wrappers' lookups are not serialised), and the
-    `OrderedDict` then raises "mutated during iteration": the copy is simply made again."""
-    while True:
-        try:
-            return list(view())
-        except RuntimeError:
-            continue
+        with self._lock:
+            self._items.clear()
+            self.total = 0

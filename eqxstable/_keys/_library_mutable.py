@@ -203,6 +203,12 @@ def opaque(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 _PLAIN = type_ids((int, float, complex, str, bytes, bool, type(None)))
 
 
+def _value_part(v: Any, ctx: Ctx) -> Any:
+    # A value a library object holds: by value where plain, else by identity (what it holds in
+    # turn is the library's own, and is not walked).
+    return key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)
+
+
 def shallow(obj: Any, ctx: Ctx) -> Any:
     """`K-module-attrs`: an object with state that a library module holds (a config object such
     as `jax.config`, a registry), read by a user function: itself and its attributes one level
@@ -211,11 +217,8 @@ def shallow(obj: Any, ctx: Ctx) -> Any:
     ctx.identity = True
     ctx.states.append((obj, object_state, object_state(obj)))
     names = [*(getattr(obj, "__dict__", None) or {}), *slots_of(type(obj))]
-    parts = []
-    for name in names:
-        v = getattr(obj, name, MISSING)
-        parts.append((name, key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)))
-    return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(parts)))
+    parts = tuple((name, _value_part(getattr(obj, name, MISSING), ctx)) for name in names)
+    return MutableKey(Identity(obj), (Namespace(type(obj)), parts))
 
 
 def jax_config(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
@@ -224,15 +227,8 @@ def jax_config(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
     watched. JAX's trace context keys only some flags; a trace may branch on any other, so a
     function reading the configuration is keyed by all of them (about 130: read on a miss, and
     compared by identity on the hits of the functions that read it)."""
-    ctx.identity = True
-    state = _config_state(obj)
-    ctx.states.append((obj, _config_state, state))
-    names = tuple(obj.values)
-    parts = tuple(
-        (name, key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v))
-        for name, v in zip(names, state)
-    )
-    return MutableKey(Identity(obj), (Namespace(type(obj)), parts))
+    parts = _watched_values(obj, ctx, _config_state)
+    return MutableKey(Identity(obj), (Namespace(type(obj)), tuple(zip(obj.values, parts))))
 
 
 def jax_config_state(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
@@ -240,12 +236,16 @@ def jax_config_state(obj: Any, ctx: Ctx, content_ok: bool = False) -> Any:
     `jax.log_compiles`: a `State`, or a `Flag`) read by a user function (`.value`, or as a
     context manager): its current value, which a `with jax.enable_checks(True):` or a
     `jax.config.update` changes (in this thread's context), watched (attack 12a-09)."""
-    ctx.identity = True
-    state = _holder_state(obj)
-    ctx.states.append((obj, _holder_state, state))
-    v = state[0]
-    part = key(v, ctx, False) if id(type(v)) in _PLAIN else Identity(v)
+    (part,) = _watched_values(obj, ctx, _holder_state)
     return MutableKey(Identity(obj), (Namespace(type(obj)), part))
+
+
+def _watched_values(obj: Any, ctx: Ctx, read: Callable[[Any], tuple]) -> list:
+    # This very object, watched through `read` (its values now): the key part of each value.
+    ctx.identity = True
+    state = read(obj)
+    ctx.states.append((obj, read, state))
+    return [_value_part(v, ctx) for v in state]
 
 
 def _holder_state(obj: Any) -> tuple:

@@ -2,7 +2,6 @@
 variable `c`, must never receive another thread's closure. A wrong result is counted, never
 tolerated."""
 
-import sys
 import threading
 
 import equinox as eqx
@@ -10,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import eqxstable as es
+
+from ..helpers import run_racing
 
 
 _THREADS = 8
@@ -26,18 +27,7 @@ def _run_threads(target) -> list[str]:
         except Exception as e:  # noqa: BLE001
             errors.append(f"thread {t}: {type(e).__name__}: {e}")
 
-    threads = [threading.Thread(target=body, args=(t,)) for t in range(_THREADS)]
-    # Switch threads as often as CPython allows, so that a race shows in a short test.
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    finally:
-        sys.setswitchinterval(interval)
-    assert not any(thread.is_alive() for thread in threads), "a thread hangs"
+    run_racing([threading.Thread(target=body, args=(t,)) for t in range(_THREADS)])
     return errors
 
 
