@@ -254,6 +254,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
             names = tuple(dict.fromkeys(names))
             counters = frozenset()
+            # Nor is any global read only as its bytecode shows (`K-const-subscript`).
+            r = r._replace(subscripts={})
         logs = frozenset() if dynamic else appended_only(code)
         globals_read = tuple(
             (name, _COUNTER)
