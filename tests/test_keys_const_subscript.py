@@ -18,6 +18,7 @@ from hypothesis import given, settings
 import eqxstable as es
 from eqxstable._keys import stable_key
 from eqxstable._keys._code import reads
+from eqxstable._keys._subscripts import cell_subscripts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +108,10 @@ WHOLE = [_len, _computed, _iterated, _sliced, _passed, _closure_loads, _dynamic,
 
 @pytest.fixture(autouse=True)
 def _table():
+    # A fresh table each test: some write its records past frozen.
     global TABLE
-    saved = TABLE
+    TABLE = tuple(Rec(i, float(i)) for i in range(8))
     yield
-    TABLE = saved
 
 
 def test_bytecode_analysis():
@@ -216,6 +217,68 @@ def test_a_hit_does_not_grow_with_the_table():
     assert step.cache_info().misses == 0  # the program of the same key, traced above
 
 
+def _closures(table):
+    def item(x):
+        return x * table[3].b
+
+    def whole(x):
+        return x * table[3].b * len(table)
+
+    def passed_on(x):
+        return x * (lambda: table)()[3].b
+
+    def nested(x):
+        return x * [table[3].b for _ in range(2)][0]
+
+    def dynamic(x):
+        return x * table[3].b + locals()["x"] * 0
+
+    return item, whole, passed_on, nested, dynamic
+
+
+def _with_setter(table):
+    # A cell a `nonlocal` setter can rebind: keyed with its identity (`K-cell`), watched.
+    def item(x):
+        return x * table[3].b
+
+    def whole(x):
+        return x * sum(r.b for r in table)
+
+    def setter(t):
+        nonlocal table
+        table = t
+
+    return item, whole, setter
+
+
+def test_closure_cells_bytecode_analysis():
+    item, whole, passed_on, nested, dynamic = _closures(TABLE)
+    assert cell_subscripts(item.__code__) == {"table": (3,)}
+    assert cell_subscripts(nested.__code__) == {"table": (3,)}
+    assert cell_subscripts(whole.__code__) == {}
+    assert cell_subscripts(passed_on.__code__) == {}
+    assert cell_subscripts(dynamic.__code__) == {"table": (3,)}  # `_dynamic` keys it whole
+
+
+def test_closure_cells_only_the_items_read_are_keyed():
+    item, whole, _, nested, dynamic = _closures(TABLE)
+    other = _rebuilt(TABLE, 5, Rec(5, 99.0))
+    item2, whole2, _, nested2, dynamic2 = _closures(other)
+    assert stable_key(item) == stable_key(item2)
+    assert stable_key(nested) == stable_key(nested2)
+    assert stable_key(whole) != stable_key(whole2)
+    assert stable_key(dynamic) != stable_key(dynamic2)  # `locals()`: read whole
+    item, _, setter = _with_setter(TABLE)
+    step = es.filter_jit(item)
+    np.testing.assert_allclose(step(X), 3.0)
+    setter(_rebuilt(TABLE, 3, Rec(3, 7.0)))  # the cell rebound by a `nonlocal` setter
+    np.testing.assert_allclose(step(X), 7.0)
+    closure = item.__closure__
+    assert closure is not None
+    object.__setattr__(closure[0].cell_contents[3], "b", 8.0)
+    np.testing.assert_allclose(step(X), 8.0)
+
+
 # Differential: random mutations of the table, compared with eager Python and with Equinox
 # over a rebuilt reader (a new function object each call: Equinox traces it afresh).
 _mutations = st.one_of(
@@ -253,6 +316,8 @@ def test_differential_against_eager_and_equinox(mutations):
     jitted = [es.filter_jit(f) for f in functions]
     run_es = es.filter_jit(lambda h, x: h(x))
     run_eqx = eqx.filter_jit(lambda h, x: h(x))
+    *kept, setter = _with_setter(TABLE)
+    kept_jitted = [es.filter_jit(f) for f in kept]
     for mutation in [("rebuild", 0, 0.0), *mutations]:
         _mutate(*mutation)
         for f, step in zip(functions, jitted):
@@ -261,6 +326,14 @@ def test_differential_against_eager_and_equinox(mutations):
             rebuilt = lambda x, f=f: f(x)  # noqa: E731
             np.testing.assert_allclose(run_es(rebuilt, X), want, rtol=1e-6)
             np.testing.assert_allclose(run_eqx(rebuilt, X), want, rtol=1e-6)
+        # Closures rebuilt over the table as it is now, and one whose cell a setter rebinds.
+        for f in _closures(TABLE):
+            want = _eager(f)
+            np.testing.assert_allclose(run_es(f, X), want, rtol=1e-6)
+            np.testing.assert_allclose(run_eqx(f, X), want, rtol=1e-6)
+        setter(TABLE)
+        for f, step in zip(kept, kept_jitted):
+            np.testing.assert_allclose(step(X), _eager(f), rtol=1e-6)
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,6 +13,8 @@ import types
 import weakref
 from typing import Any, NamedTuple
 
+from ._subscripts import subscripts
+
 
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
@@ -91,73 +93,6 @@ def _chain(instructions: list, at: int) -> tuple[str, ...]:
         out.append(instructions[at].argval)
         at += 1
     return tuple(out)
-
-
-# The instructions that load an `int` constant, and those that subscript what is below it.
-_INT_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
-_SUBSCRIPT = "BINARY_SUBSCR"
-
-
-def _const_subscript(instructions: list, at: int) -> int | None:
-    """`k` where `instructions[at:at + 3]` is `LOAD_GLOBAL name; LOAD_CONST k; BINARY_SUBSCR`
-    (`name[k]`, on Python 3.14 `BINARY_OP []`), `k` exactly an `int`; else `None`."""
-    if at + 2 >= len(instructions) or instructions[at].opname != "LOAD_GLOBAL":
-        return None
-    const, op = instructions[at + 1], instructions[at + 2]
-    if const.opname not in _INT_LOADS or type(const.argval) is not int:
-        return None
-    if op.opname == _SUBSCRIPT or (op.opname == "BINARY_OP" and op.argrepr == "[]"):
-        return const.argval
-    return None
-
-
-def _strings(consts: Any) -> set[str]:
-    # Every string among a code object's constants, in tuples and frozensets too (`KW_NAMES`).
-    out: set[str] = set()
-    pending = list(consts)
-    while pending:
-        c = pending.pop()
-        if type(c) is str:
-            out.add(c)
-        elif type(c) in (tuple, frozenset):
-            pending.extend(c)
-    return out
-
-
-def subscripts(code: types.CodeType, names: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    """The globals among `names` that `code` and the code nested in it use **only** as
-    `name[k]`, `k` an `int` constant in the bytecode, with those `k` (`_globals.const_items`).
-
-    Conservative by construction: the name must appear nowhere else in any of these code
-    objects, not as any other instruction's argument (another load, a store, a `del`, an
-    attribute of anything, a local, a cell), not among the constants (`getattr(m, "TABLE")`,
-    a keyword's name) and not among the local, cell or free variable names. The value on the
-    stack under the constant is then the global itself, fallen through to from its own load
-    (nothing else loads it), so `name[k]` is all that is read of it there."""
-    found: dict[str, set[int] | None] = {name: set() for name in names}
-    pending = [code]
-    while pending and any(v is not None for v in found.values()):
-        c = pending.pop()
-        pending.extend(_nested(c))
-        elsewhere = _strings(c.co_consts).union(c.co_varnames, c.co_cellvars, c.co_freevars)
-        for name in elsewhere.intersection(found):
-            found[name] = None
-        instructions = list(dis.get_instructions(c))
-        skip = -1
-        for i, ins in enumerate(instructions):
-            if i <= skip:
-                continue
-            if type(ins.argval) is not str or ins.argval not in found:
-                continue
-            name = ins.argval
-            k = _const_subscript(instructions, i)
-            seen = found[name]
-            if k is None or seen is None:
-                found[name] = None
-                continue
-            seen.add(k)
-            skip = i + 2
-    return {name: tuple(sorted(ks)) for name, ks in found.items() if ks}
 
 
 def reads(code: types.CodeType) -> Reads:
