@@ -26,6 +26,7 @@ TESTS = [
     "tests/test_keys_library_registries.py",
     "tests/test_keys_primitives.py",
     "tests/test_keys_trace_log.py",
+    "tests/test_keys_const_subscript.py",
     "tests/test_keys_jaxtyping_classes.py",
     "tests/test_stabilize_c_writes.py",
 ]
@@ -71,6 +72,13 @@ BREAKS = {
     "K-counter-cell": "r.fn.counter_cells = lambda f, lib: (True,) * len(f.__closure__)",
     # Every global taken for a log: a function reading the list's contents would hit stale.
     "K-trace-log": "r.fn.appended_only = lambda code: frozenset(code.co_names)",
+    # Every global or cell tuple taken as read only at `[0]`: a function iterating it would hit
+    # stale.
+    "K-const-subscript": (
+        "import eqxstable._keys._code as code_\n"
+        "code_.subscripts = lambda c, names: {n: (0,) for n in names}\n"
+        "r.fn.cell_subscripts = lambda code: {n: (0,) for n in code.co_freevars}"
+    ),
     "K-partial": "r.c.partial = lambda o, c, k: (type(o), c_key(o.func, c, False))",
     "K-method": "r._EXACT[types.MethodType] = lambda o, c, k: c_key(o.__func__, c, False)",
     "K-jit": "r._EXACT[r.c.PjitFunction] = lambda o, c, k: c_key(o._fun, c, False)",

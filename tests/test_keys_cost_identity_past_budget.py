@@ -47,8 +47,14 @@ def test_which_tuples_hold_frozen_records():
     assert frozen_records((Rec(1, 1.0, [2]),)) is None  # type: ignore[arg-type]
 
 
+# The index the readers below read at, as a global: `table[THREE]` reads the table whole (a
+# constant index, `table[3]`, would key that record alone: `K-const-subscript`,
+# `tests/test_keys_const_subscript.py`), which these tests of the records' path need.
+THREE = 3
+
+
 def _reader(table: tuple):
-    return lambda: table[3].b
+    return lambda: table[THREE].b
 
 
 def _table(n: int, cls=Rec) -> tuple:
@@ -62,7 +68,7 @@ def test_past_the_budget_the_same_function_hits_and_a_write_retraces(small_budge
     def read(x):
         nonlocal traces
         traces += 1
-        return x * table[3].b
+        return x * table[THREE].b
 
     f = es.filter_jit(read)
     x = jnp.ones(2)
@@ -72,7 +78,7 @@ def test_past_the_budget_the_same_function_hits_and_a_write_retraces(small_budge
     # A rebuilt reader over the same tuple object hits too (no walk of it, no trace).
     run = es.filter_jit(lambda h, x: h(x))
     for _ in range(3):
-        assert float(run(lambda x: x * table[3].b, x)[0]) == 3.0
+        assert float(run(lambda x: x * table[THREE].b, x)[0]) == 3.0
     assert run.cache_info().misses == 1
     # Written past its frozen `__setattr__`: seen, retraced, the eager answer.
     object.__setattr__(table[3], "b", 9.0)
@@ -86,7 +92,7 @@ def test_past_the_budget_the_same_function_hits_and_a_write_retraces(small_budge
 
 def test_past_the_budget_the_class_is_watched(small_budget):
     table = _table(5_000)
-    f = es.filter_jit(lambda x: x * table[3].scaled)
+    f = es.filter_jit(lambda x: x * table[THREE].scaled)
     Rec.scaled = property(lambda self: self.b * 2)  # type: ignore[attr-defined]
     try:
         x = jnp.ones(2)
@@ -119,7 +125,7 @@ def test_a_big_table_under_the_budget_is_one_state_and_remembered():
 
 def test_a_hit_over_many_records_is_not_a_call_per_record():
     table = _table(3_000)
-    f = es.filter_jit(lambda x: x * table[3].b)
+    f = es.filter_jit(lambda x: x * table[THREE].b)
     x = jnp.ones(2)
     f(x)
     assert python_calls(lambda: f(x)) < 200

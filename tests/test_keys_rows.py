@@ -805,6 +805,7 @@ ROW_TESTS = {
     "K-cell": _ROWS + "test_closure_cells",
     "K-counter-cell": _ROWS + "test_counter_cells_by_identity_alone",
     "K-trace-log": ("tests/test_keys_trace_log.py::test_a_function_reading_the_log_sees_it_change"),
+    "K-const-subscript": "tests/test_keys_const_subscript.py::test_only_the_items_read_are_keyed",
     "K-partial": _ROWS + "test_partials",
     "K-method": _ROWS + "test_bound_methods",
     "K-jit": _ROWS + "test_jax_jit_functions",

@@ -13,6 +13,8 @@ import types
 import weakref
 from typing import Any, NamedTuple
 
+from ._subscripts import subscripts
+
 
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 _ATTRS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
@@ -28,6 +30,9 @@ class Reads(NamedTuple):
     # For such a global, the chains of two or more attributes read from it (`jax.nn.myact` is
     # `("nn", "myact")`): what is read from a submodule, which may hold the user's own objects.
     deep: dict[str, tuple[tuple[str, ...], ...]] = {}
+    # For each global read only as `name[k]`, `k` an `int` constant (`TABLE[3].b`): those `k`
+    # (`subscripts`).
+    subscripts: dict[str, tuple[int, ...]] = {}
 
 
 _reads: dict[int, tuple[weakref.ref, Reads]] = {}
@@ -75,6 +80,7 @@ def _compute_reads(code: types.CodeType) -> Reads:
         tuple(names),
         {name: tuple(sorted(seen)) for name, seen in attrs.items() if seen is not None},
         {name: tuple(sorted(c)) for name, c in chains.items() if attrs.get(name) is not None},
+        subscripts(code, tuple(names)),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from ._cells import counter_cells, log_cells, lone_cell, sealed_cells
 from ._code import appended_only, global_counters, reads, reads_namespaces
 from ._context import compound, Ctx, identity, key, too_deep
-from ._globals import _global, _imported
+from ._globals import _global, _imported, const_items
 from ._handles import handle
 from ._imports import imports
 from ._memo import recall
@@ -19,6 +19,7 @@ from ._origin import library_function, SINGLEDISPATCH_CODE
 from ._pure import pure_library
 from ._registries import dispatch_registry, singledispatch
 from ._state import dict_state, extra_attrs, impure_library, owns_data, unreadable
+from ._subscripts import cell_subscripts
 from ._types import FunctionKey, Namespace
 from ._watch import plain_fn_state
 
@@ -121,11 +122,14 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
     empty = _empty_for_good(f)
     counters = counter_cells(f, library) if not all(sealed) else None
     logs = log_cells(f, library)
-    if any(logs) and (
+    subscripted = {} if library else cell_subscripts(f.__code__)
+    if (any(logs) or subscripted) and (
         type(f.__builtins__) is not dict or _dynamic(f, reads(f.__code__), f.__builtins__)
     ):
         # `locals()`, `eval(...)`: the list may be read by a name the bytecode does not show.
         logs = (False,) * len(logs)
+        subscripted = {}
+    names = f.__code__.co_freevars
     out = []
     for i, (cell, is_sealed) in enumerate(zip(f.__closure__, sealed)):
         try:
@@ -138,7 +142,12 @@ def _cells(f: types.FunctionType, ctx: Ctx, library: bool) -> tuple:
             # A count of `f`'s own runs (`nonlocal n; n += 1`): never what `f` computes.
             out.append((_COUNTER, identity(cell, ctx)))
             continue
-        if logs[i] and type(contents) is list:
+        if type(contents) is tuple and names[i] in subscripted:
+            # `K-const-subscript`: a tuple this code reads only as `table[k]`, `k` constants
+            # (`_subscripts.cell_subscripts`): those items (the cell's contents are watched,
+            # `fn_state`).
+            part = const_items(contents, subscripted[names[i]], ctx)
+        elif logs[i] and type(contents) is list:
             # `K-trace-log`: a list `f` only appends to (`log.append("f")`), its contents no
             # part of what `f` computes; the very list, as `list.append` writes into it (the cell
             # holding it is watched, `fn_state`).
@@ -254,6 +263,8 @@ def function(f: types.FunctionType, ctx: Ctx, content_ok: bool) -> Any:
             names = (*names, *(n for n in f.__globals__ if n not in IMPORT_MADE))
             names = tuple(dict.fromkeys(names))
             counters = frozenset()
+            # Nor is any global read only as its bytecode shows (`K-const-subscript`).
+            r = r._replace(subscripts={})
         logs = frozenset() if dynamic else appended_only(code)
         globals_read = tuple(
             (name, _COUNTER)

@@ -56,6 +56,8 @@ def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
         if found is not MISSING and not pure_library(found):
             return impure_library(found, ctx)  # `open`, `input`
         return ("builtin", name, Namespace(None if found is MISSING else found))
+    if name in r.subscripts and type(value) is tuple:
+        return const_items(value, r.subscripts[name], ctx)
     if attrs is not None and isinstance(value, types.ModuleType):
         return _module_attrs(value, attrs, ctx, r.deep.get(name, ()))
     if attrs is not None and type(value) is np.ndarray and _ARRAY_META.issuperset(attrs):
@@ -70,6 +72,24 @@ def _global(namespace: dict, name: str, r: Reads, ctx: Ctx, table: dict) -> Any:
         # (`datetime.now()`). A class met as an object's type is keyed as a class.
         return impure_library(value, ctx)
     return key(value, ctx, False)
+
+
+def const_items(value: tuple, indices: tuple[int, ...], ctx: Ctx) -> Any:
+    """`K-const-subscript`: a global exact `tuple` the function reads only as `TABLE[k]`, each
+    `k` an `int` constant in its bytecode (`_code.subscripts`): its length and the items at those
+    `k`, each keyed as what it is (a frozen record by value, a list by identity and contents,
+    watched as such), never the rest of the table. A tuple cannot change; the global's binding
+    is watched by the caller; the function reads nothing else of it. An index out of range is
+    keyed as such (the trace raises `IndexError`)."""
+    n = len(value)
+    return (
+        "const-subscript",
+        n,
+        tuple((k, key(value[k], ctx, False) if -n <= k < n else _OUT) for k in indices),
+    )
+
+
+_OUT = ("index-out-of-range",)
 
 
 def _concrete_path(t: type) -> bool:
