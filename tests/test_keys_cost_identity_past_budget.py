@@ -8,6 +8,7 @@ matches eager."""
 import dataclasses
 
 import jax.numpy as jnp
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
@@ -61,6 +62,7 @@ def _table(n: int, cls=Rec) -> tuple:
     return tuple(cls(i, float(i), str(i)) for i in range(n))
 
 
+@pytest.mark.counts_traces
 def test_past_the_budget_the_same_function_hits_and_a_write_retraces(small_budget):
     table = _table(5_000)
     traces = 0
@@ -123,6 +125,7 @@ def test_a_big_table_under_the_budget_is_one_state_and_remembered():
     assert compute(_reader(_table(3_000)))[0] == key
 
 
+@pytest.mark.counts_traces
 def test_a_hit_over_many_records_is_not_a_call_per_record():
     table = _table(3_000)
     f = es.filter_jit(lambda x: x * table[THREE].b)
@@ -135,6 +138,7 @@ def test_a_hit_over_many_records_is_not_a_call_per_record():
 _CHANGES = ["none", "same value", "equal float", "negative zero", "int for float", "add", "delete"]
 
 
+@pytest.mark.counts_traces
 @settings(max_examples=40, deadline=None)
 @given(change=st.sampled_from(_CHANGES), where=st.integers(0, 2_999), past=st.booleans())
 def test_a_change_to_any_record_is_seen_and_matches_eager(change, where, past):

@@ -6,6 +6,7 @@ import enum
 from typing import Any
 
 import jax.numpy as jnp
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
@@ -18,6 +19,7 @@ from .helpers import python_calls
 Tok: Any = enum.IntEnum("Tok", [f"T{i}" for i in range(3_000)])
 
 
+@pytest.mark.counts_traces
 def test_a_hit_reading_one_member_is_not_a_call_per_member():
     f = es.filter_jit(lambda x: x * int(Tok.T5))
     x = jnp.ones(2)
@@ -39,6 +41,7 @@ def _planets(n: int) -> Any:
 _CHANGES = ["none", "same", "equal float", "negative zero", "int", "new attr", "del attr", "value"]
 
 
+@pytest.mark.counts_traces
 @settings(max_examples=20, deadline=None)
 @given(change=st.sampled_from(_CHANGES), where=st.integers(0, 599), read=st.integers(0, 599))
 def test_a_write_to_any_member_is_seen_and_matches_eager(change, where, read):
