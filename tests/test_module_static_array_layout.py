@@ -143,6 +143,7 @@ def test_copies_of_a_canonical_array_keep_memory_order():
         assert made.flags.f_contiguous == copy.copy(table).flags.f_contiguous
 
 
+@pytest.mark.counts_traces
 def test_a_reached_arrays_strides_assigned_in_place_trace_again():
     # A symmetric matrix whose strides are swapped keeps its C-order bytes, and reads back
     # transposed in memory: the watch compares the strides too.
@@ -180,6 +181,7 @@ def test_a_given_arrays_strides_assigned_since_raise():
         _ = s.table
 
 
+@pytest.mark.counts_traces
 def test_a_jit_of_a_layout_reading_function_is_keyed_apart():
     # Under jit a static field's layout is read at trace time: two layouts, two traces.
     traces = 0
