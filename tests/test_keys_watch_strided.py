@@ -34,6 +34,7 @@ VIEW = _BASE[:, ::2]
 assert not VIEW.flags.c_contiguous and VIEW.nbytes > _COPIED
 
 
+@pytest.mark.counts_traces
 def test_a_hit_over_a_strided_view_copies_nothing_and_a_write_retraces():
     traces = 0
 
