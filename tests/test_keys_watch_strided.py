@@ -6,6 +6,7 @@ import sys
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import eqxstable as es
