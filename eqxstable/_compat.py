@@ -32,6 +32,7 @@ import gc
 import inspect
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -179,10 +180,21 @@ def code_qualname(code: types.CodeType) -> str:
         return code.co_qualname  # pyright: ignore[reportAttributeAccessIssue]
     except AttributeError:
         pass
+    # `gc.get_referrers` scans every object in the process: once per code object (a rebuilt
+    # closure's misses share its code), not once per message.
+    known = _QUALNAMES.get(code)
+    if known is not None:
+        return known
+    name = code.co_name
     for ref in gc.get_referrers(code):
         if isinstance(ref, types.FunctionType) and ref.__code__ is code:
-            return ref.__qualname__
-    return code.co_name
+            name = ref.__qualname__
+            break
+    _QUALNAMES[code] = name
+    return name
+
+
+_QUALNAMES: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
 
 
 def _explains_jit_misses() -> bool:
