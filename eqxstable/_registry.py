@@ -193,6 +193,17 @@ def _canonical_copy(obj: Any) -> Any:
     return obj
 
 
+def _substitutable(key: Key) -> bool:
+    """Whether `intern` may hand out another object of `key`'s class. Not where it is keyed by
+    its own identity (alone in its class), nor where some part of it is compared by a class's
+    own `==` (a user's hashable object with lists of its own, a library value not on the
+    allowlist), nor where it can change in place (a partial's keywords): equal, but not the
+    same."""
+    return (
+        key.substitutable and type(key.parts) is not Identity and type(key.parts) is not MutableKey
+    )
+
+
 def intern(obj: _T) -> _T:
     """Returns the canonical instance of `obj`'s equivalence class.
 
@@ -229,10 +240,7 @@ def intern(obj: _T) -> _T:
         canonical = _find(key)
         if canonical is not None:
             return canonical
-        if not key.substitutable or type(key.parts) is Identity or type(key.parts) is MutableKey:
-            # Keyed by its own identity: it is alone in its class, there is nothing to store. Or
-            # some part of it is compared by a class's own `==` (a user's hashable object with
-            # lists of its own, a library value not on the allowlist): equal, but not the same.
+        if not _substitutable(key):
             return obj
         canonical = _canonical_copy(obj)
         if canonical is None:
@@ -263,7 +271,9 @@ def register(name: str, fn: Any = None) -> Any:
     """Names a shared callable (an activation, say) and returns its canonical instance.
 
     Re-registering an equivalent callable under the same name returns the canonical one, so a
-    module that registers its activation in `__init__` may be rebuilt freely.
+    module that registers its activation in `__init__` may be rebuilt freely. Where `intern`
+    would keep `fn` itself (a partial, a function with attributes: they can change in place),
+    `fn` is returned and the name keeps its first callable.
 
     **Arguments:**
 
@@ -272,7 +282,9 @@ def register(name: str, fn: Any = None) -> Any:
 
     **Returns:**
 
-    The canonical instance of `fn` (or, without `fn`, a decorator that registers its argument).
+    The canonical instance of `fn`: the callable the name holds where `fn` is equivalent to it
+    and `intern` would substitute it, `fn` itself where `intern` keeps it (or, without `fn`, a
+    decorator that registers its argument).
 
     **Raises:**
 
@@ -307,8 +319,15 @@ def register(name: str, fn: Any = None) -> Any:
         if old is None:
             _names[name] = canonical
             return canonical
-        if old is canonical or stable_key(old) == stable_key(fn):
+        if old is canonical:
             return old
+        key = stable_key(fn)
+        if stable_key(old) == key:
+            if _substitutable(key) and _canonical_copy(fn) is fn:
+                return old
+            # Equivalent now, but `intern` keeps `fn` (a partial's keywords, a function's
+            # attributes can change in place): the name stays `old`'s, the caller keeps its own.
+            return fn
         raise RegistryError(MSG_TAKEN.format(name=name, old=old, new=fn))
 
 
