@@ -7,7 +7,7 @@ and taken as constant) and why each is sound.
 
 from typing import Any
 
-from . import _memo, _rules
+from . import _memo, _ran_out, _rules
 from ._context import Ctx, key, TOO_MANY, top
 from ._memo import recall, remember
 from ._per_class import type_ids
@@ -169,6 +169,7 @@ def clear() -> None:
     """Forgets every memoised key."""
     _memo.memo.clear()
     _latest.clear()
+    _ran_out.clear()
 
 
 __all__ = [

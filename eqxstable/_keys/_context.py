@@ -13,6 +13,7 @@ calls in `_memo.py`.
 from collections.abc import Callable
 from typing import Any
 
+from . import _ran_out
 from ._frozen import (
     _HELD,
     _Held,
@@ -36,7 +37,7 @@ from ._numbering import (
     TooMany,
     Walk,
 )
-from ._per_class import PerClass, type_ids
+from ._per_class import PerClass
 from ._types import Identity
 from ._watch import batched_watch, Watch
 
@@ -168,15 +169,17 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     nothing to watch (the same object hits, a copy never does), and the walk starts again; if
     there is none, the whole of `obj` is keyed as equal to nothing (so the jit layer can say why
     it traces every call) and watched as always changed."""
+    reaching = _ran_out.skip(obj, ctx.by_value, content_ok)
+    if reaching is not None:
+        return _equal_to_nothing(obj, ctx, reaching)
     frozen: dict[int, Any] = {}
     linear = True
     path: list = []
     for _ in range(_RETRIES + 2):
         try:
             parts = _walk(obj, ctx, content_ok)
-            if not ctx.stack.done and not ctx.stack.cuts:
-                return parts
-            if numbered(parts):
+            if (not ctx.stack.done and not ctx.stack.cuts) or numbered(parts):
+                _ran_out.walked(obj, ctx.by_value, content_ok)
                 return parts
             if not linear:
                 break
@@ -202,25 +205,19 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.__init__(ctx.by_value)
         ctx.stack.frozen = frozen
         ctx.stack.linear = linear
+    reaching = _ran_out.reaching(path)
+    _ran_out.ran_out(obj, ctx.by_value, content_ok, reaching)
+    return _equal_to_nothing(obj, ctx, reaching)
+
+
+def _equal_to_nothing(obj: Any, ctx: Ctx, reaching: str) -> Any:
+    # `top`'s key for an object past the budget, watched as always changed.
     ctx.states[:] = [(obj, _never, (None,))]
     ctx.names.clear()
     ctx.blobs.clear()
     ctx.identity = True
     ctx.copied_arrays = False
-    return (TOO_MANY, Identity(_Unkeyable()), _reaching(path))
-
-
-def _reaching(path: list) -> str:
-    """What a walk that ran out of the budget was in, for the jit layer's miss: the biggest
-    container on the path to where it ran out ("a list of 55,000 items (Record)"), else ""."""
-    sizes = [(len(x), i) for i, x in enumerate(path) if id(type(x)) in _CONTAINERS]
-    if not sizes:
-        return ""
-    x = path[max(sizes)[1]]
-    items = _items(x) if type(x) is dict else x
-    names = sorted({t.__qualname__ for t in set(map(type, items))})
-    kinds = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return f"a {type(x).__name__} of {len(x):,} items ({kinds})"
+    return (TOO_MANY, Identity(_Unkeyable()), reaching)
 
 
 def _walk(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -271,7 +268,7 @@ def held_items(obj: Any, ctx: Ctx, flat: bool | None = None) -> Any:
     return (TOO_MANY, Identity(obj), held)
 
 
-_CONTAINERS = type_ids((tuple, frozenset, list, dict, set))
+_CONTAINERS = _ran_out.CONTAINERS
 
 
 def budget_left(ctx: Ctx) -> int:
