@@ -177,3 +177,23 @@ def test_a_mutable_item_makes_no_records_and_stays_correct():
         assert float(f(x)[0]) == 4.0
     finally:
         _context.MAX_OBJECTS = old
+
+
+@pytest.mark.counts_traces
+def test_a_records_class_changed_after_keying_is_seen():
+    class Q(typing.NamedTuple):
+        a: float
+        b: float
+
+    old = _context.MAX_OBJECTS
+    _context.MAX_OBJECTS = 2_000
+    try:
+        table = tuple(Q(float(i), float(i)) for i in range(3_000))
+        f = es.filter_jit(lambda x: x * table[5].b)
+        x = jnp.ones(2)
+        assert float(f(x)[0]) == 5.0 and float(f(x)[0]) == 5.0
+        assert f.cache_info().hits == 1
+        Q.__getattribute__ = lambda self, n: 7.0 if n == "b" else tuple.__getattribute__(self, n)  # type: ignore[method-assign]
+        assert float(f(x)[0]) == 7.0
+    finally:
+        _context.MAX_OBJECTS = old
