@@ -12,12 +12,13 @@ the next call, and its new key differs. A tuple itself cannot change; nothing el
 
 import operator
 from itertools import chain, islice
+from types import MemberDescriptorType
 from typing import Any
 
 from ._context import _CLASS_HANDLERS, _handler, Ctx, HANDLERS, key, TOO_MANY, top
 from ._frozen import _ATOMS, _FROZEN, _Held, frozen_scalars
 from ._origin import library_class
-from ._state import attrs_state, hidden_state, protocol_plain, slots_of
+from ._state import attrs_state, hidden_state, layout, protocol_plain, slots_of
 from ._types import Identity
 from ._watch import size, Watch
 
@@ -27,17 +28,38 @@ _dict_of = operator.attrgetter("__dict__")
 
 
 def _record_class(t: type) -> bool:
-    """Whether instances of `t` are plain frozen records: keyed by `frozen_dataclass`
-    (`K-frozen-dataclass`), a user's class (a library's module may own dicts), its fields in
-    an exact `__dict__` read through `type`'s own protocol, no slots, no hidden C state."""
+    """Whether instances of `t` are records (`_record_kind`)."""
+    return _record_kind(t) is not None
+
+
+def _record_kind(t: type) -> str | None:
+    """How instances of `t` hold a record's state, where they are records: `"dict"` for plain
+    frozen dataclass records (keyed by `frozen_dataclass`, `K-frozen-dataclass`: a user's class
+    (a library's module may own dicts), its fields in an exact `__dict__` read through `type`'s
+    own protocol, no slots, no hidden C state); `"slots"` for such records with slots and no
+    `__dict__` (`slots=True`: their slots' values are their state); `"tuple"` for a user's
+    NamedTuple (a tuple subclass keyed by `tuple_subclass`, adding no `__dict__`, no slots and
+    nothing in C: its items, which cannot change, are all it holds). Else `None`."""
     handler = HANDLERS.get(id(t)) or _CLASS_HANDLERS.get(id(t)) or _handler(t)
-    return (
-        getattr(handler, "frozen_record", False)
-        and not library_class(t)
-        and not slots_of(t)
-        and not hidden_state(t)
-        and protocol_plain(t)
-    )
+    if library_class(t):
+        return None
+    has_dict, _, names, disagree = layout(t)
+    if getattr(handler, "frozen_record", False) and not hidden_state(t) and protocol_plain(t):
+        if has_dict and not names:
+            return "dict"
+        if names and not has_dict:
+            return "slots"
+        return None
+    if (
+        getattr(handler, "tuple_record", False)
+        and issubclass(t, tuple)
+        and not has_dict
+        and not names
+        and not disagree
+        and t.__basicsize__ == tuple.__basicsize__
+    ):
+        return "tuple"
+    return None
 
 
 def frozen_records(obj: Any) -> list | None:
@@ -70,8 +92,10 @@ def frozen_records(obj: Any) -> list | None:
         if kinds:
             # Most levels hold records of one class alone: taken whole, no loop in Python.
             here = items if len(types) == 1 else [y for y in items if id(type(y)) in kinds]
-            if not _plain_values(here):
-                return None
+            for i in kinds:
+                group = here if len(kinds) == 1 else [y for y in here if id(type(y)) == i]
+                if not _plain_values(group):
+                    return None
             records.extend(here)
         seen.update(map(id, inner))
         level = inner
@@ -79,12 +103,23 @@ def frozen_records(obj: Any) -> list | None:
 
 
 def _plain_values(records: list) -> bool:
-    # Each record's `__dict__` exactly a dict whose values are immutable scalars, or exact
-    # tuples and frozensets of them (`frozen_scalars`): nothing a record holds can change.
-    dicts = list(map(_dict_of, records))
-    if set(map(type, dicts)) != {dict}:
-        return False
-    values = list(chain.from_iterable(map(dict.values, dicts)))
+    # What each record holds is exactly immutable scalars, or exact tuples and frozensets of
+    # them (`frozen_scalars`): nothing a record holds can change. A record's `__dict__` must be
+    # exactly a dict; a slot unset is no record.
+    t = type(records[0])
+    kind = _record_kind(t)
+    if kind == "dict":
+        dicts = list(map(_dict_of, records))
+        if set(map(type, dicts)) != {dict}:
+            return False
+        values: list = list(chain.from_iterable(map(dict.values, dicts)))
+    elif kind == "slots":
+        try:
+            values = list(chain.from_iterable(map(_slot_reader(t), records)))
+        except AttributeError:
+            return False
+    else:
+        values = list(chain.from_iterable(map(tuple.__iter__, records)))
     types = set(map(id, map(type, values)))
     if types <= _ATOMS:
         return True
@@ -93,28 +128,60 @@ def _plain_values(records: list) -> bool:
     return all(frozen_scalars(v) for v in values if id(type(v)) in _FROZEN)
 
 
+def _slot_descriptors(t: type) -> list:
+    # The member descriptor of each slot of `t` (`layout` checked they are there), read where
+    # `type` put it: never through the instance's attribute protocol.
+    found = []
+    for n in slots_of(t):
+        for c in t.__mro__:
+            d = vars(c).get(n)
+            if type(d) is MemberDescriptorType:
+                found.append(d)
+                break
+    return found
+
+
+def _slot_reader(t: type) -> Any:
+    # A function of a record: its slots' values, in order, read in C.
+    getters = [d.__get__ for d in _slot_descriptors(t)]
+    return lambda r: [g(r) for g in getters]
+
+
 class Records:
     """The records of one tuple and the classes they had when keyed, held for `records_state`
-    (strongly: no weak reference, the memo's weak watch keeps it as it is)."""
+    (strongly: no weak reference, the memo's weak watch keeps it as it is): those holding a
+    `__dict__` (`dicts`), and per class with slots, its slots' member descriptors and its
+    records (`slots`). NamedTuples hold nothing but their classes."""
 
-    __slots__ = ("records", "types")
+    __slots__ = ("dicts", "records", "slots", "types")
 
     def __init__(self, records: list):
         self.records = records
         self.types = list(map(type, records))
+        kinds = {id(t): (t, _record_kind(t)) for t in self.types}
+        self.dicts = [r for r in records if kinds[id(type(r))][1] == "dict"]
+        self.slots = [
+            (_slot_descriptors(t), [r for r in records if type(r) is t])
+            for t, kind in kinds.values()
+            if kind == "slots"
+        ]
 
 
 _CHANGED = object()
 
 
 def records_state(held: Records) -> tuple:
-    """What the records hold now, by `is`: each one's `__dict__` size, then all the names, then
-    all the values, in order (read in C), as `_state.attrs_state` of each would. A record given
-    another class gives a state that matches nothing (its `__dict__` may not even be readable
-    the same way). Not the `__dict__` objects themselves: one replaced by a dict holding the
-    very same names and values is the same record."""
+    """What the records hold now, by `is`: each dict record's `__dict__` size, then all the
+    names, then all the values, in order (read in C), as `_state.attrs_state` of each would;
+    then each slot's value of each record with slots. A record given another class gives a
+    state that matches nothing (its `__dict__` may not even be readable the same way). Not the
+    `__dict__` objects themselves: one replaced by a dict holding the very same names and
+    values is the same record."""
     dicts = _dicts(held)
-    if dicts is None:
+    # Read only where every record has its class still (`_dicts`): a slot's descriptor reads
+    # no other class's instance.
+    slots = None if dicts is None else _slots(held)
+    if dicts is None or slots is None:
         return (object(),)
     lengths = list(map(len, dicts))
     if lengths and max(lengths) > 256:
@@ -123,21 +190,33 @@ def records_state(held: Records) -> tuple:
         *lengths,
         *chain.from_iterable(dicts),
         *chain.from_iterable(map(dict.values, dicts)),
+        *slots,
     )
 
 
 def _dicts(held: Records) -> list | None:
-    # The records' `__dict__`s, where each record has its class still (else `None`).
-    records = held.records
-    if not all(map(_is, map(type, records), held.types)):
+    # The dict records' `__dict__`s, where each record has its class still (else `None`).
+    if not all(map(_is, map(type, held.records), held.types)):
         return None
     try:
-        dicts = list(map(_dict_of, records))
+        dicts = list(map(_dict_of, held.dicts))
     except Exception:
         return None
-    if len(set(map(type, dicts))) != 1 or type(dicts[0]) is not dict:
+    if dicts and set(map(type, dicts)) != {dict}:
         return None
     return dicts
+
+
+def _slots(held: Records) -> list | None:
+    # The slots' values of the records with slots, in order (`None` where one is unset).
+    try:
+        return list(
+            chain.from_iterable(
+                map(d.__get__, group) for descriptors, group in held.slots for d in descriptors
+            )
+        )
+    except (AttributeError, TypeError):
+        return None
 
 
 def _records_valid(held: Records, state: tuple) -> bool:
@@ -152,11 +231,26 @@ def _records_valid(held: Records, state: tuple) -> bool:
     if list(map(len, dicts)) != list(islice(state, n)):
         return False
     total = sum(map(len, dicts))
-    if len(state) != n + 2 * total:
+    end = n + 2 * total
+    if len(state) != end + sum(len(d) * len(g) for d, g in held.slots):
         return False
-    return all(map(_is, chain.from_iterable(dicts), islice(state, n, n + total))) and all(
-        map(_is, chain.from_iterable(map(dict.values, dicts)), islice(state, n + total, None))
-    )
+    if not (
+        all(map(_is, chain.from_iterable(dicts), islice(state, n, n + total)))
+        and all(
+            map(_is, chain.from_iterable(map(dict.values, dicts)), islice(state, n + total, end))
+        )
+    ):
+        return False
+    # Each slot's values read and compared in C as they are read, no list built.
+    try:
+        for descriptors, group in held.slots:
+            for d in descriptors:
+                if not all(map(_is, map(d.__get__, group), islice(state, end, end + len(group)))):
+                    return False
+                end += len(group)
+    except (AttributeError, TypeError):  # A slot deleted since.
+        return False
+    return True
 
 
 records_state.valid = _records_valid  # pyright: ignore[reportFunctionMemberAccess]

@@ -164,6 +164,10 @@ def tuple_subclass(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     return (class_part(type(obj), ctx), items, extra_attrs(obj, ctx))
 
 
+# Its instances may be records of a tuple keyed by identity past the budget (`_records.py`).
+tuple_subclass.tuple_record = True  # pyright: ignore[reportFunctionMemberAccess]
+
+
 @compound
 def static_form(obj: tuple, ctx: Ctx, content_ok: bool) -> Any:
     """A `StableModule`'s canonical static value (`eqxstable._static.Static`, a tuple of the
