@@ -17,6 +17,8 @@ import eqxstable as es
 from eqxstable._keys import _context
 from eqxstable._keys._records import frozen_records
 
+from .helpers import python_calls
+
 
 class Pt(typing.NamedTuple):
     a: float
@@ -197,3 +199,95 @@ def test_a_records_class_changed_after_keying_is_seen():
         assert float(f(x)[0]) == 7.0
     finally:
         _context.MAX_OBJECTS = old
+
+
+def _dag(leaf: object, depth: int) -> tuple:
+    # `t = (t, t)` `depth` deep: `depth + 1` tuples, 2 ** depth paths to `leaf`.
+    t = (leaf,)
+    for _ in range(depth):
+        t = (t, t)
+    return t
+
+
+@pytest.mark.parametrize("leaf", [Sl(1.0, 2.0), Pt(1.0, 2.0), 1.5], ids=["slots", "tuple", "float"])
+def test_a_shared_tuple_is_scanned_once_however_many_paths_reach_it(leaf):
+    # Attack round 14c, findings 01, 02, 04, 05: each level was expanded by occurrence, 2 ** 20
+    # records (or floats) for one, at every rebuilt reader and every hit.
+    table = (_dag(leaf, 20),) * 1_024
+    calls = python_calls(lambda: frozen_records(table))
+    assert calls < 200
+    assert frozen_records(table) == (None if type(leaf) is float else [leaf])
+
+
+@pytest.mark.counts_traces
+def test_a_reader_of_a_shared_tuple_of_records_hits(monkeypatch):
+    table = (_dag(Sl(1.0, 2.0), 16),) * 1_024
+    traces = 0
+
+    def f(v):
+        nonlocal traces
+        traces += 1
+        t = table
+        while type(t) is tuple:
+            t = t[0]
+        return v * t.a
+
+    run = es.filter_jit(f)
+    for _ in range(3):
+        assert float(run(jnp.float32(2.0))) == 2.0
+    assert traces == 1 and run.cache_info().hits == 2
+    hit = python_calls(lambda: run(jnp.float32(2.0)))
+    assert hit < 500
+
+
+class PtDoubled(typing.NamedTuple):
+    a: float
+    b: float
+
+    @property
+    def doubled(self) -> float:
+        return 999.0
+
+
+class PtPlainDoubled(typing.NamedTuple):
+    a: float
+    b: float
+
+    @property
+    def doubled(self) -> float:
+        return self.a
+
+
+_BIG_TABLE = 1_500  # At least `_records.MEMO_MIN`: keyed on its own and remembered.
+
+
+@pytest.mark.parametrize("kind", ["slots", "class"])
+def test_a_remembered_table_sees_its_records_change(kind):
+    # Attack round 14c, findings 06 and 07: a table of at least 1,024 slots or NamedTuple
+    # records, keyed on its own and remembered, kept no state of its records: a slot written
+    # past the frozen `__setattr__`, or a record given another class, reused the old program.
+    if kind == "slots":
+        table = tuple(Sl(float(i), 0.0) for i in range(_BIG_TABLE))
+
+        def read(r):
+            return r.a
+
+    else:
+        table = tuple(PtPlainDoubled(float(i), 0.0) for i in range(_BIG_TABLE))
+
+        def read(r):
+            return r.doubled
+
+    def f(x, k):
+        return x * read(table[k])
+
+    run = es.filter_jit(f)
+    x = jnp.float32(1.0)
+    assert float(run(x, 5)) == 5.0
+    if kind == "slots":
+        object.__setattr__(table[5], "a", -1.0)
+    else:
+        table[5].__class__ = PtDoubled
+    assert float(run(x, 5)) == f(1.0, 5)
+    # A rebuilt reader of the changed table too.
+    assert float(es.filter_jit(lambda x, k: x * read(table[k]))(x, 5)) == f(1.0, 5)

@@ -75,13 +75,13 @@ def frozen_records(obj: Any) -> list | None:
     while level:
         items = list(chain.from_iterable(level))
         types = {id(t): t for t in map(type, items)}
-        inner: list = []
+        nested: set[int] = set()
         kinds: set[int] = set()
         for i, t in types.items():
             if i in _ATOMS:
                 continue
             if i in _FROZEN:
-                inner.extend(y for y in items if type(y) is t and id(y) not in seen)
+                nested.add(i)
                 continue
             ok = checked.get(i)
             if ok is None:
@@ -89,17 +89,33 @@ def frozen_records(obj: Any) -> list | None:
             if not ok:
                 return None
             kinds.add(i)
+        # Each object once, however many times it is held (`t = (t, t)` twenty deep is twenty
+        # tuples, not a million paths): by `id`, built in C.
+        inner = _fresh(items, nested, len(types), seen)
         if kinds:
-            # Most levels hold records of one class alone: taken whole, no loop in Python.
-            here = items if len(types) == 1 else [y for y in items if id(type(y)) in kinds]
+            here = _fresh(items, kinds, len(types), seen)
             for i in kinds:
                 group = here if len(kinds) == 1 else [y for y in here if id(type(y)) == i]
-                if not _plain_values(group):
+                if group and not _plain_values(group):
                     return None
+            seen.update(map(id, here))
             records.extend(here)
         seen.update(map(id, inner))
         level = inner
     return records or None
+
+
+def _fresh(items: list, kinds: set[int], n_types: int, seen: set[int]) -> list:
+    """The items of `items` whose types are `kinds` (of the level's `n_types`) and not in `seen`,
+    each once, in order; in C where the level holds those types alone."""
+    if not kinds:
+        return []
+    if len(kinds) != n_types:
+        items = [y for y in items if id(type(y)) in kinds]
+    by_id = dict(zip(map(id, items), items))
+    for i in seen.intersection(by_id):
+        del by_id[i]
+    return list(by_id.values())
 
 
 def _plain_values(records: list) -> bool:
@@ -332,11 +348,11 @@ def recall_records(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 def _one_state(ctx: Ctx, records: list) -> None:
     """The records' own states (`_state.attrs_state`: class, size, names and values of each,
-    one Python call each on every hit) as one `records_state`, which reads the same in C."""
+    one Python call each on every hit) as one `records_state`, which reads the same in C; and
+    always that state, where the walk left none (slots and NamedTuple records, keyed by value:
+    their slots and classes watched here as `records_part` watches them; attack 14c-06/07)."""
     ids = set(map(id, records))
     states = [s for s in ctx.states if not (s[1] is attrs_state and id(s[0]) in ids)]
-    if len(states) == len(ctx.states):
-        return
     held = Records(records)
     states.append((held, records_state, records_state(held)))
     ctx.states[:] = states
