@@ -227,7 +227,7 @@ def test_a_reader_of_a_shared_tuple_of_records_hits(monkeypatch):
     def f(v):
         nonlocal traces
         traces += 1
-        t = table
+        t: typing.Any = table
         while type(t) is tuple:
             t = t[0]
         return v * t.a
@@ -287,7 +287,7 @@ def test_a_remembered_table_sees_its_records_change(kind):
     if kind == "slots":
         object.__setattr__(table[5], "a", -1.0)
     else:
-        table[5].__class__ = PtDoubled
+        table[5].__class__ = PtDoubled  # pyright: ignore[reportAttributeAccessIssue]
     assert float(run(x, 5)) == f(1.0, 5)
     # A rebuilt reader of the changed table too.
     assert float(es.filter_jit(lambda x, k: x * read(table[k]))(x, 5)) == f(1.0, 5)
