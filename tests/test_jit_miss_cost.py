@@ -8,6 +8,8 @@ tests. Now what did not change while traced is not keyed again (its watch says s
 data already keyed for the lookup is not walked again for the explanation; what a trace changes
 (a `nonlocal` counter, a list it appends to) is still filed under its new key."""
 
+import sys
+
 import equinox as eqx
 import jax.numpy as jnp
 import pytest
@@ -163,3 +165,32 @@ def test_what_a_trace_changes_is_still_filed(keyings):
     assert keyings["function"] == 1
     assert float(counting(jnp.ones(()))) == 1.0
     assert counting.cache_info().misses == 1
+
+
+def _explanation_calls(n: int) -> int:
+    # The calls, of Python and of C functions, of the one miss whose structure differs from a
+    # call with `n` leaves (a count of work, not seconds).
+    es.clear_caches()
+    run = es.filter_jit(lambda t, x: x * 2)
+    x = jnp.ones(2)
+    run(tuple(float(i) for i in range(n)), x)
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    sys.setprofile(profile)
+    try:
+        run((1.0,), x)
+    finally:
+        sys.setprofile(None)
+    assert run.misses[-1].kind == "structure"
+    return calls
+
+
+def test_a_miss_explained_against_many_leaves_costs_what_they_are():
+    # Attack round 14b, finding 03: each leaf only one side had was checked against every
+    # difference found before it (12,000 static floats, then `(1.0,)`: 4.8 s for one miss).
+    small, big = _explanation_calls(1_000), _explanation_calls(4_000)
+    assert big < 6 * small

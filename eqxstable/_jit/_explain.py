@@ -41,16 +41,11 @@ _MSG_UNEXPLAINED = (
 )
 
 
-def _under(path: str, found: list[Difference]) -> bool:
-    """Whether `path` lies inside a node named by a structural difference already found."""
-    for d in found:
-        if (
-            d.kind == "structure"
-            and path.startswith(d.path)
-            and path[len(d.path) : len(d.path) + 1] in ("[", ".")
-        ):
-            return True
-    return False
+def _under(path: str, roots: set[str]) -> bool:
+    """Whether `path` lies inside a node named by a structural difference already found (its
+    path in `roots`): each prefix of `path` ending before a `[` or `.` looked up, so a miss with
+    12,000 leaves on one side only costs what its paths are long, not 12,000 squared."""
+    return any(path[:i] in roots for i, c in enumerate(path) if c == "[" or c == ".")
 
 
 def _pair(
@@ -67,20 +62,26 @@ def _pair(
     with `inside_found`, for a part inside a node already named). Appends to `found`, empties
     `old`, and returns whether the structure differs."""
     structural = False
+    roots = {d.path for d in found if d.kind == "structure"}
     for path, part in new:
         before = old.pop(path, None)
         if before is None:
             structural = True
-            if not (inside_found and _under(path, found)):
+            if not (inside_found and _under(path, roots)):
                 found.append(Difference("structure", path, added(path, part)))
+                roots.add(path)
         else:
             diffs = compare(path, before, part)
-            structural = structural or any(d.kind == "structure" for d in diffs)
+            for d in diffs:
+                if d.kind == "structure":
+                    structural = True
+                    roots.add(d.path)
             found.extend(diffs)
     for path, part in old.items():
         structural = True
-        if not (inside_found and _under(path, found)):
+        if not (inside_found and _under(path, roots)):
             found.append(Difference("structure", path, missing(path, part)))
+            roots.add(path)
     return structural
 
 
