@@ -12,7 +12,15 @@ import numpy as np
 
 from ._caches import cache_clears
 from ._errors import RegistryError
-from ._keys import clear as _clear_memo, Identity, Key, MutableKey, stable_key
+from ._keys import (
+    clear as _clear_memo,
+    Identity,
+    Key,
+    MutableKey,
+    stable_key,
+    too_many_objects,
+    too_many_reaching,
+)
 from ._keys._context import MAX_DEPTH
 
 
@@ -44,6 +52,13 @@ MSG_TAKEN = (
     "`eqxstable.register({name!r}, ...)`: the name {name!r} is already registered to "
     "{old!r}, which is not equivalent to the new {new!r}. Register the new callable under "
     "another name, or pass the same callable (an equivalent rebuilt one is fine)."
+)
+MSG_TOO_MANY = (
+    "`eqxstable.register({name!r}, ...)`: the name {name!r} is already registered to "
+    "{old!r}, and whether the new {new!r} is equivalent to it cannot be checked: {which} "
+    "reaches too many objects to key ({reaching}), so its key equals nothing. Register it "
+    "once and look it up with `eqxstable.lookup({name!r})` when rebuilding, or keep the large "
+    "data out of what the callable captures (pass it as an argument)."
 )
 MSG_UNKNOWN = (
     "`eqxstable.lookup({name!r})`: no callable is registered under {name!r}.{hint} "
@@ -328,6 +343,19 @@ def register(name: str, fn: Any = None) -> Any:
             # Equivalent now, but `intern` keeps `fn` (a partial's keywords, a function's
             # attributes can change in place): the name stays `old`'s, the caller keeps its own.
             return fn
+        keys = (("the new one", key), ("the registered one", stable_key(old)))
+        unkeyed = [(w, k) for w, k in keys if too_many_objects(k)]
+        if unkeyed:
+            which, k = unkeyed[0]
+            raise RegistryError(
+                MSG_TOO_MANY.format(
+                    name=name,
+                    old=old,
+                    new=fn,
+                    which=which,
+                    reaching=too_many_reaching(k) or "past the object budget",
+                )
+            )
         raise RegistryError(MSG_TAKEN.format(name=name, old=old, new=fn))
 
 

@@ -73,3 +73,21 @@ def test_register_still_returns_the_canonical_function():
     assert es.register("keeps-lambda", make()) is first
     es.clear_caches()
     assert es.register("keeps-lambda", make()) is first
+
+
+@pytest.mark.usefixtures("small_budget")
+def test_register_says_when_equivalence_cannot_be_checked():
+    # Attack round 14c, finding 03: a rebuilt activation closing over data past the object
+    # budget was refused as "not equivalent", with "an equivalent rebuilt one is fine".
+    vocab = [{"a": [i, i + 1]} for i in range(1_100)]
+
+    def make():
+        return lambda x: x * len(vocab)
+
+    es.register("keeps-past-budget", make())
+    with pytest.raises(es.RegistryError) as raised:
+        es.register("keeps-past-budget", make())
+    message = str(raised.value)
+    assert "cannot be checked" in message and "not equivalent" not in message
+    assert "a list of 1,100 items (dict)" in message
+    assert "eqxstable.lookup('keeps-past-budget')" in message
