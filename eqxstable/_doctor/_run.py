@@ -14,7 +14,7 @@ from typing import Any
 
 import equinox as eqx
 
-from .._jit import current, filter_jit as stable_filter_jit, live_wrappers
+from .._jit import current, filter_jit as stable_filter_jit, live_wrappers, miss_listeners
 from ._jax_jit import JaxJitWatch
 from ._launch import absolute, run_as_python
 from ._observe import Observer
@@ -216,6 +216,11 @@ def run(
     explains = watch.install()
     kept: list = []
     undo = _patch_filter_jit(_stabilized(kept) if stabilize else _observed(observer))
+    # The script's own `eqxstable.filter_jit` wrappers that missed, kept until the report too:
+    # a function-local one is otherwise gone by then, its row with it (attack 14b-01).
+    missed: dict[int, Any] = {}
+    listener = lambda wrapper, miss: missed.setdefault(id(wrapper), wrapper)  # noqa: E731
+    miss_listeners.append(listener)
     status = 0
     # The script's own functions are shown where the user named it (`examples/sweep.py:83`), not
     # by the absolute `__file__` Python gives them (and their code).
@@ -241,10 +246,12 @@ def run(
         undo()
         watch.uninstall()
         observer.uninstall()
+        miss_listeners.remove(listener)
     # Stable wrappers: those `--stabilize` made, and any the script made itself with eqxstable;
     # one row per function, however often it was wrapped again.
     by_function: dict[tuple[str, str, type], list] = {}
-    for wrapper in _unique([*kept, *sorted(live_wrappers, key=lambda w: w.name)]):
+    mine = sorted({**missed, **{id(w): w for w in live_wrappers}}.values(), key=lambda w: w.name)
+    for wrapper in _unique([*kept, *mine]):
         if sum(wrapper.cache_info()[:2]):
             fun = getattr(wrapper, "__wrapped__", None)
             code = getattr(fun, "__code__", None)
