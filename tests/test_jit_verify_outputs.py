@@ -76,3 +76,36 @@ def test_fresh_equivalent_and_returned_static_outputs_verify_clean():
     assert first[2] == values
     info = wrapper.cache_info()
     assert (info.hits, info.misses) == (3, 1)
+
+
+class _Marker:
+    """No `==` of its own: keyed by identity."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+_F_OUT, _G_OUT = _Marker("f"), _Marker("g")
+
+
+@pytest.mark.parametrize("first_verified", [False, True])
+def test_a_program_shared_with_another_function_verifies_against_its_own_output(
+    first_verified,
+):
+    # Attack round 14b, finding 04: `g` reuses `f`'s program (the same jaxpr), and its
+    # first verified hit took the non-array output from JAX's cached trace, which is `f`'s:
+    # a false `StaleProgramError` naming `f`'s marker, where `g` returns its own.
+    @es.filter_jit(verify=first_verified)
+    def f(x):
+        return x + 1, _F_OUT
+
+    @es.filter_jit(verify=True)
+    def g(x):
+        return x + 1, _G_OUT
+
+    x = jnp.ones(1)
+    assert f(x)[1] is _F_OUT and f(x)[1] is _F_OUT
+    for _ in range(3):
+        out, marker = g(x)
+        assert marker is _G_OUT and float(out[0]) == 2.0
+    assert f(x)[1] is _F_OUT

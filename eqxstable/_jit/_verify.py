@@ -127,8 +127,22 @@ def _trace_context() -> Any:
     return trace_context()
 
 
-def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: list) -> None:
-    """After a miss: the jaxpr the program was compiled from, for these argument types."""
+# Where a JAX gives no output tree: the non-array outputs are not compared.
+_UNKNOWN = object()
+
+
+def record(
+    program: Any,
+    entry: Any,
+    donated: list,
+    kept: list,
+    fun_dynamic: list,
+    served_out: Any = _UNKNOWN,
+    fun_template: Any = (),
+) -> None:
+    """After a miss: the jaxpr the program was compiled from, for these argument types, and the
+    non-array output the call was served (`served_out`, where given: JAX's cached trace may be
+    another function's whose program this one reuses, with outputs of its own; attack 14b-04)."""
     if not served():
         return
     token = real_token(entry.token, donated, kept, fun_dynamic)
@@ -142,14 +156,25 @@ def record(program: Any, entry: Any, donated: list, kept: list, fun_dynamic: lis
         jaxprs = entry.jaxprs = {}
     # `out_tree` is `_out_tree` on JAX 0.5.
     out_tree = getattr(traced, "out_tree", None) or getattr(traced, "_out_tree", None)
-    outputs = _UNKNOWN if out_tree is None else _static_outputs(out_tree.node_data())
+    if served_out is not _UNKNOWN:
+        out = program.split_output(served_out, entry.template, fun_template)
+        outputs = _static_outputs((Mixed, _flatten(out)) if type(out) is Mixed else None)
+    else:
+        outputs = _UNKNOWN if out_tree is None else _static_outputs(out_tree.node_data())
     jaxprs[_avals(donated, kept, fun_dynamic)] = (_fingerprint(traced.jaxpr), outputs)
 
 
 def check(
-    program: Any, wrapper: Any, entry: Any, donated: list, kept: list, fun_dynamic: list
+    program: Any,
+    wrapper: Any,
+    entry: Any,
+    donated: list,
+    kept: list,
+    fun_dynamic: list,
+    served_out: Any = _UNKNOWN,
 ) -> None:
-    """After a hit: trace the call's own objects and compare with the recorded jaxpr."""
+    """After a hit: trace the call's own objects and compare with the recorded jaxpr (and the
+    output the call was served, where none was recorded yet)."""
     if not served():
         return
     jaxprs = getattr(entry, "jaxprs", None)
@@ -159,7 +184,7 @@ def check(
     expected = jaxprs.get(avals)
     if expected is None:
         # Compiled before verify mode was on: what it was compiled from is the cached trace.
-        record(program, entry, donated, kept, fun_dynamic)
+        record(program, entry, donated, kept, fun_dynamic, served_out, wrapper._fun_template)
         expected = jaxprs.get(avals)
         if expected is None:
             return
@@ -228,10 +253,6 @@ def _retrace(replay: Any, donated: list, kept: list, fun_dynamic: list) -> tuple
 # Held by the thread whose retrace records the warnings (`_retrace`); reentrant, for a wrapper
 # verified inside another's retrace.
 _quiet = threading.RLock()
-
-
-# Where a JAX gives no output tree: the non-array outputs are not compared.
-_UNKNOWN = object()
 
 
 def _flatten(out: Mixed) -> tuple:

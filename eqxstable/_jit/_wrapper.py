@@ -219,9 +219,9 @@ class _JitWrapper(Generic[_P, _T]):
                 # recorded jaxpr without running the function again.
                 dynamic: Any = self._dynamic
                 if call.committed:
-                    _verify.record(program, entry, donated, kept, dynamic)
+                    _verify.record(program, entry, donated, kept, dynamic, out, self._fun_template)
                 else:
-                    _verify.check(program, self, entry, donated, kept, dynamic)
+                    _verify.check(program, self, entry, donated, kept, dynamic, out)
                     # The check traced the function: what it changed in itself then is part of
                     # the program too, as after any trace.
                     program.cache.rekey(entry)
