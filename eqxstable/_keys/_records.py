@@ -353,6 +353,13 @@ def _one_state(ctx: Ctx, records: list) -> None:
     their slots and classes watched here as `records_part` watches them; attack 14c-06/07)."""
     ids = set(map(id, records))
     states = [s for s in ctx.states if not (s[1] is attrs_state and id(s[0]) in ids)]
+    # Not again those a `records_part` of the walk watches already.
+    covered = {id(r) for s in states if s[1] is records_state for r in s[0].records}
+    if covered:
+        records = [r for r in records if id(r) not in covered]
+        if not records:
+            ctx.states[:] = states
+            return
     held = Records(records)
     states.append((held, records_state, records_state(held)))
     ctx.states[:] = states
