@@ -336,14 +336,14 @@ def register(name: str, fn: Any = None) -> Any:
             return canonical
         if old is canonical:
             return old
-        key = stable_key(fn)
-        if stable_key(old) == key:
+        key, old_key = stable_key(fn), stable_key(old)
+        if old_key == key:
             if _substitutable(key) and _canonical_copy(fn) is fn:
                 return old
             # Equivalent now, but `intern` keeps `fn` (a partial's keywords, a function's
             # attributes can change in place): the name stays `old`'s, the caller keeps its own.
             return fn
-        keys = (("the new one", key), ("the registered one", stable_key(old)))
+        keys = (("the new one", key), ("the registered one", old_key))
         unkeyed = [(w, k) for w, k in keys if too_many_objects(k)]
         if unkeyed:
             which, k = unkeyed[0]

@@ -248,14 +248,16 @@ def run_doctor(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return run_python("-m", "eqxstable", "doctor", *args, cwd=cwd)
 
 
-def python_calls(fn: Callable[[], Any], name: str | None = None) -> int:
-    """The Python-level calls that `fn()` makes (only of functions called `name` when given),
-    counted with `sys.setprofile`: a count of work, not seconds."""
+def python_calls(fn: Callable[[], Any], name: str | None = None, c_calls: bool = False) -> int:
+    """The Python-level calls that `fn()` makes (only of functions called `name` when given; and
+    of C functions too with `c_calls`), counted with `sys.setprofile`: a count of work, not
+    seconds."""
     calls = 0
+    events = ("call", "c_call") if c_calls else ("call",)
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         nonlocal calls
-        calls += event == "call" and (name is None or frame.f_code.co_name == name)
+        calls += event in events and (name is None or frame.f_code.co_name == name)
 
     sys.setprofile(profile)
     try:

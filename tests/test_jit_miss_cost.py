@@ -8,14 +8,14 @@ tests. Now what did not change while traced is not keyed again (its watch says s
 data already keyed for the lookup is not walked again for the explanation; what a trace changes
 (a `nonlocal` counter, a list it appends to) is still filed under its new key."""
 
-import sys
-
 import equinox as eqx
 import jax.numpy as jnp
 import pytest
 
 import eqxstable as es
 from eqxstable._jit import _cache, _sharing
+
+from .helpers import python_calls
 
 
 # The walks saved are counted on the main row's versions. On the floor row (Equinox 0.12, JAX
@@ -174,17 +174,7 @@ def _explanation_calls(n: int) -> int:
     run = es.filter_jit(lambda t, x: x * 2)
     x = jnp.ones(2)
     run(tuple(float(i) for i in range(n)), x)
-    calls = 0
-
-    def profile(frame, event, arg):
-        nonlocal calls
-        calls += event in ("call", "c_call")
-
-    sys.setprofile(profile)
-    try:
-        run((1.0,), x)
-    finally:
-        sys.setprofile(None)
+    calls = python_calls(lambda: run((1.0,), x), c_calls=True)
     assert run.misses[-1].kind == "structure"
     return calls
 
