@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from ._budget import past_budget, run_out
-from ._context import compound, Ctx, frozen_part, identity, key, TOO_MANY
+from ._context import compound, Ctx, frozen_part, key
 from ._dtypes import dtype_key
+from ._fallbacks import identity, TOO_MANY
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
 from ._per_class import per_class
