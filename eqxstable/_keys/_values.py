@@ -30,7 +30,7 @@ from ._state import (
     takes_data,
     unreadable,
 )
-from ._types import Identity, Namespace
+from ._types import Identity, Namespace, proven_equal
 from ._watch import MISSING
 
 
@@ -62,11 +62,7 @@ def _no_nan_substitute(obj: Any, ctx: Ctx) -> None:
 def self_equal(obj: Any) -> bool:
     """Whether `obj == obj` is true (a NumPy boolean counts): false for any NaN or NaT, and for
     a value whose `==` raises or answers something that is not a boolean."""
-    try:
-        same = obj == obj
-        return same is True or (type(same) is np.bool_ and bool(same))
-    except Exception:
-        return False
+    return proven_equal(obj, obj)
 
 
 def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:
