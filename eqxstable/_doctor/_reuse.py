@@ -107,8 +107,8 @@ def probe(jit_wrapper: Any, args: tuple, kwargs: dict) -> Any:
             jit_wrapper.donate_first,
             jit_wrapper.donate_rest,
         )
-        donate, keep, static = _preprocess(info, args, kwargs, return_static=True)  # pyright: ignore
-        return jit_wrapper._cached.trace(donate, keep, static).jaxpr
+        donated, kept, static = _preprocess(info, args, kwargs, return_static=True)  # pyright: ignore
+        return jit_wrapper._cached.trace(donated, kept, static).jaxpr
     except (Exception, Retraced):
         return None
 

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 from .._compat import code_qualname
 from .._keys import Equal, FunctionKey, Identity, Key, MutableKey, Namespace
-from .._keys._context import MAX_OBJECTS, TOO_MANY
+from .._keys._context import MAX_OBJECTS
+from .._keys._fallbacks import TOO_MANY
 
 
 _MAX = 40

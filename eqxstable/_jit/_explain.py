@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._keys import too_many_objects
-from .._keys._context import TOO_MANY
+from .._keys._fallbacks import TOO_MANY
 from ._accounting import Miss
 from ._ambient import ambient_reason
 from ._describe import describe_change

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TYPE_CHECKING
 import equinox as eqx
 
 from .._keys import compute, stable_key, too_many_objects
-from .._keys._context import TOO_MANY
+from .._keys._fallbacks import TOO_MANY
 from . import _verify
 from ._accounting import Stats
 from ._advice import rebound_advice

@@ -8,7 +8,8 @@ and taken as constant) and why each is sound.
 from typing import Any
 
 from . import _memo, _ran_out, _rules
-from ._context import Ctx, key, TOO_MANY, top
+from ._context import Ctx, key, top
+from ._fallbacks import TOO_MANY
 from ._memo import recall, remember
 from ._per_class import type_ids
 from ._recent import Recent

@@ -13,7 +13,8 @@ import jax
 
 from .._compat import jit_parts
 from ._classes import own_eq
-from ._context import compound, Ctx, identity, key
+from ._context import compound, Ctx, key
+from ._fallbacks import identity
 from ._library_mutable import container, opaque
 from ._mutable import mutable
 from ._origin import library_code_object, library_constant, library_function

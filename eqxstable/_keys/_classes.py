@@ -12,7 +12,8 @@ from typing import Any
 import equinox as eqx
 
 from ._class_entries import entry, generated as generated, SKIPPED
-from ._context import compound, Ctx, identity, key
+from ._context import compound, Ctx, key
+from ._fallbacks import identity
 from ._origin import library_class
 from ._registries import library_class_data, virtual_bases
 from ._state import added_state, extra_attrs, hidden_state, holds_data, unreadable

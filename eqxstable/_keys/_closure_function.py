@@ -7,7 +7,8 @@ import sys
 import types
 from typing import Any
 
-from ._context import compound, Ctx, identity, key
+from ._context import compound, Ctx, key
+from ._fallbacks import identity
 from ._state import dict_state, object_state
 
 

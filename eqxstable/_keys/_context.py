@@ -1,19 +1,21 @@
 """The machinery of one key computation: its context, the dispatch of an object to its handler,
-the recursion with cycles and depth limits (cuts walked from the top), identity fallbacks, and
-the budget of objects one key may walk.
+the recursion with cycles and depth limits (cuts walked from the top), and the budget of objects
+one key may walk.
 
 The handlers (one module per kind, see `README.md`) and the table that picks one per type
 (`_rules.py`) sit above it; this module's `key` reaches them through `_rules.resolve`, imported
 on first use. The walk's bookkeeping (`Walk`, the numbering of objects met again) is in
 `_numbering.py`, the containers keyed by identity past the budget in `_frozen.py`, the scans
-that give up before a walk that would run out of the budget in `_budget.py`, and the memo across
-calls in `_memo.py`.
+that give up before a walk that would run out of the budget in `_budget.py`, the memo across
+calls in `_memo.py`, and the keys it falls back to (this very object, or a key equal to nothing)
+in `_fallbacks.py`.
 """
 
 from collections.abc import Callable
 from typing import Any
 
 from . import _ran_out
+from ._fallbacks import equal_to_nothing, identity, too_deep, TOO_MANY
 from ._frozen import (
     _HELD,
     _Held,
@@ -54,7 +56,6 @@ MAX_DEPTH = 100
 # (`TOO_MANY`): every call traces it again, never a wrong answer, and never an unbounded walk
 # (a live JAX trace, a library's caches).
 MAX_OBJECTS = 50_000
-TOO_MANY = "too-many-objects"
 
 
 # How many times `top` walks again with one more frozen container keyed by identity.
@@ -171,7 +172,7 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     it traces every call) and watched as always changed."""
     reaching = _ran_out.skip(obj, ctx.by_value, content_ok)
     if reaching is not None:
-        return _equal_to_nothing(obj, ctx, reaching)
+        return equal_to_nothing(obj, ctx, reaching)
     frozen: dict[int, Any] = {}
     linear = True
     path: list = []
@@ -207,17 +208,7 @@ def top(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         ctx.stack.linear = linear
     reaching = _ran_out.reaching(path)
     _ran_out.ran_out(obj, ctx.by_value, content_ok, reaching)
-    return _equal_to_nothing(obj, ctx, reaching)
-
-
-def _equal_to_nothing(obj: Any, ctx: Ctx, reaching: str) -> Any:
-    # `top`'s key for an object past the budget, watched as always changed.
-    ctx.states[:] = [(obj, _never, (None,))]
-    ctx.names.clear()
-    ctx.blobs.clear()
-    ctx.identity = True
-    ctx.copied_arrays = False
-    return (TOO_MANY, Identity(_Unkeyable()), reaching)
+    return equal_to_nothing(obj, ctx, reaching)
 
 
 def _walk(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
@@ -391,25 +382,3 @@ def cut(obj: Any, ctx: Ctx, content_ok: bool, slot: int) -> Any:
         # only arrays) stop at `MAX_DEPTH`, so one reached deeper stays the user's own, writable.
         walk.cut.append((obj, n, False))
     return (_CUT, n)
-
-
-def _never(obj: Any) -> tuple:
-    return ()
-
-
-def too_deep(obj: Any, ctx: Ctx) -> Any:
-    """Nested too deeply to key or watch: a key equal to nothing, not even this object's next
-    key, so every call recompiles. Never a wrong answer, never a crash."""
-    ctx.identity = True
-    ctx.states.append((obj, _never, (None,)))
-    return ("too-deep", Identity(_Unkeyable()))
-
-
-class _Unkeyable:
-    __slots__ = ("__weakref__",)
-
-
-def identity(obj: Any, ctx: Ctx) -> Identity:
-    """This very object: the safe fallback, equal to nothing else."""
-    ctx.identity = True
-    return Identity(obj)

@@ -9,7 +9,8 @@ from typing import Any
 
 from ._cells import counter_cells, log_cells, lone_cell, sealed_cells
 from ._code import appended_only, global_counters, reads, reads_namespaces
-from ._context import compound, Ctx, identity, key, too_deep
+from ._context import compound, Ctx, key
+from ._fallbacks import identity, too_deep
 from ._globals import _global, _imported, const_items
 from ._handles import handle
 from ._imports import imports

@@ -15,8 +15,9 @@ import numpy as np
 
 from ._callables import library_object
 from ._code import Reads
-from ._context import Ctx, key, too_deep
+from ._context import Ctx, key
 from ._dtypes import dtype_key
+from ._fallbacks import too_deep
 from ._imports import Binding
 from ._library_mutable import jax_config, shallow
 from ._modules import module_class, served_by_class

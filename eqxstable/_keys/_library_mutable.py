@@ -12,8 +12,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._context import compound, Ctx, key, too_deep
+from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
+from ._fallbacks import too_deep
 from ._mutable import mutable
 from ._per_class import type_ids
 from ._state import (

@@ -5,7 +5,8 @@ dict."""
 import types
 from typing import Any
 
-from ._context import compound, Ctx, key, too_deep
+from ._context import compound, Ctx, key
+from ._fallbacks import too_deep
 from ._origin import library_module
 from ._pure import pure_library
 from ._state import dict_state, impure_library

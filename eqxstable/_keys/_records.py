@@ -15,7 +15,8 @@ from itertools import chain, islice
 from types import MemberDescriptorType
 from typing import Any
 
-from ._context import _CLASS_HANDLERS, _handler, Ctx, HANDLERS, key, TOO_MANY, top
+from ._context import _CLASS_HANDLERS, _handler, Ctx, HANDLERS, key, top
+from ._fallbacks import TOO_MANY
 from ._frozen import _ATOMS, _FROZEN, _Held, frozen_scalars
 from ._origin import library_class
 from ._state import attrs_state, hidden_state, layout, protocol_plain, slots_of

@@ -48,7 +48,8 @@ from . import (
 )
 from ._bytes import ArrayState
 from ._canonical_forms import canonical_form
-from ._context import compound, Ctx, Handler, identity, key
+from ._context import compound, Ctx, Handler, key
+from ._fallbacks import identity
 from ._jaxpr import CLOSED_JAXPR, JAXPR, jaxpr_key, PRIMITIVE
 from ._origin import CONFIG_HOLDERS, library_class, own_class
 from ._per_class import TypeTable

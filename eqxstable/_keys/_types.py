@@ -120,16 +120,21 @@ class Equal:
             return True
         if type(a) is not type(b) or self._hash != other._hash:
             return False
-        try:
-            # A user `__eq__` may return an array or raise: anything but a plain `True` means
-            # "not proven equal", which only ever costs a recompile.
-            result = a == b
-            return result if type(result) is bool else type(result) is np.bool_ and bool(result)
-        except Exception:
-            return False
+        return proven_equal(a, b)
 
     def __repr__(self) -> str:
         return f"Equal({self.obj!r})"
+
+
+def proven_equal(a: Any, b: Any) -> bool:
+    """Whether `a == b` answers a plain `True` (a NumPy boolean counts). A user `__eq__` may
+    return an array or raise: anything else means "not proven equal", which only ever costs a
+    recompile."""
+    try:
+        result = a == b
+        return result if type(result) is bool else type(result) is np.bool_ and bool(result)
+    except Exception:
+        return False
 
 
 class FunctionKey(NamedTuple):

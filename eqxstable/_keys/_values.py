@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from ._budget import past_budget, run_out
-from ._context import compound, Ctx, frozen_part, identity, key, TOO_MANY
+from ._context import compound, Ctx, frozen_part, key
 from ._dtypes import dtype_key
+from ._fallbacks import identity, TOO_MANY
 from ._frozen import frozen_scalars
 from ._origin import library_class, own_class
 from ._per_class import per_class
@@ -29,7 +30,7 @@ from ._state import (
     takes_data,
     unreadable,
 )
-from ._types import Identity, Namespace
+from ._types import Identity, Namespace, proven_equal
 from ._watch import MISSING
 
 
@@ -61,11 +62,7 @@ def _no_nan_substitute(obj: Any, ctx: Ctx) -> None:
 def self_equal(obj: Any) -> bool:
     """Whether `obj == obj` is true (a NumPy boolean counts): false for any NaN or NaT, and for
     a value whose `==` raises or answers something that is not a boolean."""
-    try:
-        same = obj == obj
-        return same is True or (type(same) is np.bool_ and bool(same))
-    except Exception:
-        return False
+    return proven_equal(obj, obj)
 
 
 def complex_(obj: complex, ctx: Ctx, content_ok: bool) -> Any:

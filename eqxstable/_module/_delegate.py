@@ -15,10 +15,10 @@ import warnings
 from typing import Any
 
 import equinox as eqx
-import numpy as np
 
 from .._errors import StabilityWarning
 from .._keys import compute, stable_key, warns_hash_without_eq, Watch
+from .._keys._types import proven_equal
 
 
 # Ends the parts of a value holding a `Delegate` (see `Static.__eq__`).
@@ -102,14 +102,7 @@ class Delegate:
         if not self.own_eq:
             # Made with one key, and both objects still have it.
             return self.key == other.key and self.holds() and other.holds()
-        if a is b:
-            return True
-        try:
-            # A user `__eq__` may return an array or raise: only a plain `True` is equal.
-            same = a == b
-            return same if type(same) is bool else type(same) is np.bool_ and bool(same)
-        except Exception:
-            return False
+        return a is b or proven_equal(a, b)
 
     def __repr__(self) -> str:
         return f"Delegate({self.obj!r})"
