@@ -147,22 +147,7 @@ class Stats:
     )
 
     def __init__(self):
-        self.calls = 0
-        # The number of misses; `misses` keeps the latest `sizes.entries` of them.
-        self.missed = 0
-        # How many misses ran a program already compiled for an equal trace (`_reuse.py`).
-        self.reused = 0
-        # How many misses JAX loaded from its persistent compilation cache (no XLA compile).
-        self.loaded = 0
-        # How many misses compiled nothing otherwise: their trace raised, or ran inside
-        # another trace.
-        self.uncompiled = 0
-        # How many compiles had no miss of their own: the first call at the top level of what
-        # a call traced only under a transformation (`Program.untraced_miss`).
-        self.late = 0
-        self.misses: list[Miss] = []
-        self.compile_seconds = 0.0
-        self.trace_seconds = 0.0
+        self.clear()
         # How many misses were decided (guarded, explained) and are being traced now, in any
         # thread: the guards count them with `missed`, so that concurrent misses cannot all
         # pass `max_traces` (attack 11b-01). Left alone by `clear()`: they are still running.
@@ -179,12 +164,19 @@ class Stats:
 
     def clear(self) -> None:
         self.calls = 0
+        # The number of misses; `misses` keeps the latest `sizes.entries` of them.
         self.missed = 0
+        # How many misses ran a program already compiled for an equal trace (`_reuse.py`).
         self.reused = 0
+        # How many misses JAX loaded from its persistent compilation cache (no XLA compile).
         self.loaded = 0
+        # How many misses compiled nothing otherwise: their trace raised, or ran inside
+        # another trace.
         self.uncompiled = 0
+        # How many compiles had no miss of their own: the first call at the top level of what
+        # a call traced only under a transformation (`Program.untraced_miss`).
         self.late = 0
-        self.misses = []
+        self.misses: list[Miss] = []
         self.compile_seconds = 0.0
         self.trace_seconds = 0.0
 
