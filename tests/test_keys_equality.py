@@ -13,6 +13,7 @@ from hypothesis import given, strategies as st
 
 import eqxstable as es
 
+from .helpers import AlwaysEqual
 from .keys_support import key
 
 
@@ -83,27 +84,11 @@ def test_sinks_stay_apart_in_a_stable_module():
     assert len({id(t["s"]) for t in trees}) == 3
 
 
-class Always:
-    """A user's callable whose `==` calls every instance equal."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def __eq__(self, other):
-        return True
-
-    def __hash__(self):
-        return 0
-
-    def __call__(self, x):
-        return x * self.k
-
-
 @pytest.mark.counts_traces
 def test_own_eq_never_shares_a_program_between_different_states():
     f = es.filter_jit(lambda g, x: g(x))
-    assert float(f(Always(2.0), jnp.float32(1))) == 2.0
-    assert float(f(Always(3.0), jnp.float32(1))) == 3.0
+    assert float(f(AlwaysEqual(2.0), jnp.float32(1))) == 2.0
+    assert float(f(AlwaysEqual(3.0), jnp.float32(1))) == 3.0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -16,6 +16,7 @@ import pytest
 
 import eqxstable as es
 
+from .helpers import PartialState
 from .keys_support import key
 
 
@@ -62,18 +63,9 @@ def test_zoo_enum_class_attribute_assigned_is_retraced():
     assert not key(Weighted.RED).identity
 
 
-class ScaledLeftOut:
-    def __init__(self, a, scale):
-        self.a, self.scale = a, scale
-
-    def __eq__(self, other):
-        return type(other) is type(self) and (self.a, self.scale) == (other.a, other.scale)
-
-    def __hash__(self):
-        return hash(self.a)
-
-    def __getstate__(self):
-        return {"a": self.a}
+class ScaledLeftOut(PartialState):
+    """The zoo's `user_getstate` kind, callable: its `==` compares `scale`, which its
+    `__getstate__` leaves out."""
 
     def __call__(self, x):
         return x * self.a * self.scale
