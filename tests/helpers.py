@@ -13,8 +13,9 @@ trace counter), [`python_calls`][] (a count of work, not seconds), [`run_python`
 switching as often as CPython allows).
 
 And user objects that the keys tests and the differential suite both meet: [`AlwaysEqual`][] (a
-callable whose `==` calls every instance equal) and [`PartialState`][] (an `==` that compares
-what its `__getstate__` leaves out).
+callable whose `==` calls every instance equal), [`PartialState`][] (an `==` that compares what
+its `__getstate__` leaves out), and [`returns_its_partial`][] (a step returning the partial it
+was given, with its trace counter).
 """
 
 import contextlib
@@ -316,3 +317,21 @@ class PartialState:
 
     def __getstate__(self):
         return {"a": self.a}
+
+
+def scale_by(x: Any, s: Any) -> Any:
+    """`x * s`: the function of the partials that tests pass as static inputs."""
+    return x * s
+
+
+def returns_its_partial() -> tuple[Callable[[Any, Any], Any], Callable[[], int]]:
+    """`step(x, p) = (p(x), p)`, a step that returns the static input it was given, with a
+    `nonlocal` trace counter in its body; returns it and a function reading the count."""
+    traces = 0
+
+    def step(x, p):
+        nonlocal traces
+        traces += 1
+        return p(x), p
+
+    return step, lambda: traces
