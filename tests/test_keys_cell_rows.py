@@ -6,20 +6,8 @@ their function's runs (by identity alone) against those that do not."""
 import numpy as np
 import pytest
 
+from .helpers import rebindable as make_rebindable
 from .keys_support import closure_over, key, same
-
-
-def make_rebindable(value):
-    c = value
-
-    def f(x):
-        return x * c
-
-    def rebind(new):
-        nonlocal c
-        c = new
-
-    return f, rebind
 
 
 # Closure cells: contents; a rebindable cell also by its identity; an empty cell by identity.
