@@ -15,8 +15,16 @@ import textwrap
 
 TESTS = [
     "tests/test_keys_rows.py",
+    "tests/test_keys_value_rows.py",
+    "tests/test_keys_object_rows.py",
+    "tests/test_keys_function_rows.py",
+    "tests/test_keys_cell_rows.py",
     "tests/test_keys_edges.py",
-    "tests/test_keys_allowlist.py",
+    "tests/test_keys_equality.py",
+    "tests/test_keys_identity_objects.py",
+    "tests/test_keys_library_reads.py",
+    "tests/test_keys_allowlisted_values.py",
+    "tests/test_keys_zoo_reproductions.py",
     "tests/test_key_jaxpr.py",
     "tests/test_jit_cache.py",
     "tests/test_keys_library_calls.py",

@@ -11,6 +11,11 @@ Also what several test files need alike: [`counting_filter_jit`][] (plain `eqx.f
 trace counter), [`python_calls`][] (a count of work, not seconds), [`run_python`][] and
 [`run_doctor`][] (a new process on the CPU from the checkout's root), [`run_racing`][] (threads
 switching as often as CPython allows).
+
+And user objects that the keys tests and the differential suite both meet: [`AlwaysEqual`][] (a
+callable whose `==` calls every instance equal), [`PartialState`][] (an `==` that compares what
+its `__getstate__` leaves out), and [`returns_its_partial`][] (a step returning the partial it
+was given, with its trace counter).
 """
 
 import contextlib
@@ -280,3 +285,53 @@ def run_racing(threads: list[threading.Thread]) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert not any(thread.is_alive() for thread in threads), "a thread hangs"
+
+
+class AlwaysEqual:
+    """A user's callable whose `==` says every instance is the same (whatever its `k`)."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0
+
+    def __call__(self, x):
+        return x * self.k
+
+
+class PartialState:
+    """`==` compares both attributes; pickling (`__getstate__`) saves one."""
+
+    def __init__(self, a, scale):
+        self.a, self.scale = a, scale
+
+    def __eq__(self, other):
+        return type(other) is type(self) and (self.a, self.scale) == (other.a, other.scale)
+
+    def __hash__(self):
+        return hash(self.a)
+
+    def __getstate__(self):
+        return {"a": self.a}
+
+
+def scale_by(x: Any, s: Any) -> Any:
+    """`x * s`: the function of the partials that tests pass as static inputs."""
+    return x * s
+
+
+def returns_its_partial() -> tuple[Callable[[Any, Any], Any], Callable[[], int]]:
+    """`step(x, p) = (p(x), p)`, a step that returns the static input it was given, with a
+    `nonlocal` trace counter in its body; returns it and a function reading the count."""
+    traces = 0
+
+    def step(x, p):
+        nonlocal traces
+        traces += 1
+        return p(x), p
+
+    return step, lambda: traces

@@ -18,6 +18,8 @@ import pytest
 
 import eqxstable as es
 
+from .helpers import returns_its_partial, scale_by
+
 
 @contextlib.contextmanager
 def _python_dispatches() -> Iterator[list]:
@@ -92,22 +94,12 @@ def test_a_plain_value_beside_an_array_stays_on_the_fast_path():
     assert type(one) is float and one == 1.0 and tag == "tag" and none is None
 
 
-def _scale(x, s):
-    return x * s
-
-
 @pytest.mark.counts_traces
 def test_a_returned_static_input_is_the_callers_own_on_the_fast_path():
-    n = 0
-
-    def step(x, p):
-        nonlocal n
-        n += 1
-        return p(x), p
-
+    step, traces = returns_its_partial()
     w = es.filter_jit(step)
     x = jnp.ones(2)
-    p1, p2 = ft.partial(_scale, s=2.0), ft.partial(_scale, s=2.0)
+    p1, p2 = ft.partial(scale_by, s=2.0), ft.partial(scale_by, s=2.0)
     with _python_dispatches() as seen:
         assert w(x, p1)[1] is p1
         del seen[:]
@@ -117,13 +109,13 @@ def test_a_returned_static_input_is_the_callers_own_on_the_fast_path():
                 assert out is p
                 assert y.tolist() == [2.0, 2.0]
         assert seen == []
-    assert n == 1
+    assert traces() == 1
 
 
 def test_a_lowered_and_compiled_call_rebuilds_its_output():
     w = es.filter_jit(lambda x, p: (p(x), p, 3))
     x = jnp.ones(2)
-    p1, p2 = ft.partial(_scale, s=2.0), ft.partial(_scale, s=2.0)
+    p1, p2 = ft.partial(scale_by, s=2.0), ft.partial(scale_by, s=2.0)
     compiled = w.lower(x, p1).compile()
     y, out, three = compiled(x, p2)
     assert out is p2 and three == 3 and y.tolist() == [2.0, 2.0]

@@ -13,28 +13,20 @@ import pytest
 import eqxstable as es
 from eqxstable._jit._fingerprint import AVAILABLE
 
-
-def _scale(x, s):
-    return x * s
+from .helpers import returns_its_partial, scale_by
 
 
 @pytest.mark.counts_traces
 def test_a_returned_partial_is_the_callers_own():
-    n = 0
-
-    def step(x, p):
-        nonlocal n
-        n += 1
-        return p(x), p
-
+    step, traces = returns_its_partial()
     w = es.filter_jit(step)
     x = jnp.ones(2)
-    p1, p2 = ft.partial(_scale, s=2.0), ft.partial(_scale, s=2.0)
+    p1, p2 = ft.partial(scale_by, s=2.0), ft.partial(scale_by, s=2.0)
     y1, out1 = w(x, p1)
     y2, out2 = w(x, p2)
     assert out1 is p1 and out2 is p2
     assert y1.tolist() == y2.tolist() == [2.0, 2.0]
-    assert n == 1 and w.cache_info()[:2] == (1, 1)
+    assert traces() == 1 and w.cache_info()[:2] == (1, 1)
     # The caller changes what it got back: the object another part of the program holds is not.
     out2.keywords["s"] = 5.0
     assert p1.keywords["s"] == 2.0
@@ -77,14 +69,14 @@ def test_nested_outputs_repeated_objects_and_keyword_arguments():
         nonlocal n
         n += 1
         # Made inside the trace: served only to the objects that traced it (attack 12b-02).
-        made = ft.partial(_scale, s=3.0)
+        made = ft.partial(scale_by, s=3.0)
         return {"first": [a, (x * 2, b)], "again": a, "c": c, "made": made}
 
     w = es.filter_jit(f)
     x = jnp.ones(2)
 
     def objects():
-        return ft.partial(_scale, s=1.0), ft.partial(_scale, s=2.0), ft.partial(_scale, s=4.0)
+        return ft.partial(scale_by, s=1.0), ft.partial(scale_by, s=2.0), ft.partial(scale_by, s=4.0)
 
     a1, b1, c1 = objects()
     out1 = w(x, a1, b1, c=c1)
@@ -110,7 +102,7 @@ class _Holder(eqx.Module):
 
 @pytest.mark.counts_traces
 def test_the_functions_own_static_leaf_is_the_wrappers_own():
-    h1, h2 = _Holder(ft.partial(_scale, s=2.0)), _Holder(ft.partial(_scale, s=2.0))
+    h1, h2 = _Holder(ft.partial(scale_by, s=2.0)), _Holder(ft.partial(scale_by, s=2.0))
     w1, w2 = es.filter_jit(h1), es.filter_jit(h2)
     x = jnp.ones(2)
     assert w1(x)[1] is h1.fn
@@ -123,7 +115,7 @@ def test_the_functions_own_static_leaf_is_the_wrappers_own():
 def test_a_lowered_and_compiled_call_returns_its_own_objects():
     w = es.filter_jit(lambda x, p: (p(x), p))
     x = jnp.ones(2)
-    p1, p2 = ft.partial(_scale, s=2.0), ft.partial(_scale, s=2.0)
+    p1, p2 = ft.partial(scale_by, s=2.0), ft.partial(scale_by, s=2.0)
     compiled = w.lower(x, p1).compile()
     assert compiled(x, p1)[1] is p1
     y, out = compiled(x, p2)
@@ -143,7 +135,7 @@ def test_a_guest_of_another_functions_program_returns_its_own_objects(compiles):
 
     w1, w2 = es.filter_jit(make({"a": 3.0})), es.filter_jit(make({"a": 3.0}))
     x = jnp.ones(2)
-    p1, p2, p3 = (ft.partial(_scale, s=2.0) for _ in range(3))
+    p1, p2, p3 = (ft.partial(scale_by, s=2.0) for _ in range(3))
     y1, out1 = w1(x, p1)
     y2, out2 = w2(x, p2)
     assert out1 is p1 and out2 is p2
@@ -159,7 +151,7 @@ def test_a_guest_of_another_functions_program_returns_its_own_objects(compiles):
 def test_under_transformations_each_call_gets_its_own_objects():
     w = es.filter_jit(lambda x, p: (p(x), p))
     x = jnp.ones(2)
-    p1, p2, p3 = (ft.partial(_scale, s=2.0) for _ in range(3))
+    p1, p2, p3 = (ft.partial(scale_by, s=2.0) for _ in range(3))
     assert w(x, p1)[1] is p1
     ys, out = eqx.filter_vmap(w, in_axes=(0, None))(jnp.ones((3, 2)), p2)
     assert out is p2 and ys.tolist() == [[2.0, 2.0]] * 3

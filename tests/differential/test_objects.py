@@ -13,6 +13,7 @@ import jax.tree_util as jtu
 import numpy as np
 import pytest
 
+from ..helpers import AlwaysEqual
 from .harness import check, MODES, Situations
 
 
@@ -72,22 +73,6 @@ def identity_reused_after_gc(h):
         h.call(s, jnp.ones(2), apply=_first_item, box=True)
         del s
         gc.collect()
-
-
-class AlwaysEqual:
-    """A user's callable whose `==` says every instance is the same."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def __eq__(self, other):
-        return True
-
-    def __hash__(self):
-        return 0
-
-    def __call__(self, x):
-        return x * self.k
 
 
 @SITUATIONS.add

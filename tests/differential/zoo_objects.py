@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..helpers import PartialState
 from .zoo_values import kind, REGISTRY, tname, weighted
 
 
@@ -51,22 +52,6 @@ def _set_a(o, i):
 )
 def _read_user_eq(o):
     return o.a + tname(o) * 10 + tname(o.a) * 100
-
-
-class PartialState:
-    """`==` compares both attributes; pickling saves one."""
-
-    def __init__(self, a, scale):
-        self.a, self.scale = a, scale
-
-    def __eq__(self, other):
-        return type(other) is type(self) and (self.a, self.scale) == (other.a, other.scale)
-
-    def __hash__(self):
-        return hash(self.a)
-
-    def __getstate__(self):
-        return {"a": self.a}
 
 
 class Reduced(PartialState):
