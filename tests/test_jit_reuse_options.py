@@ -4,6 +4,9 @@ wrappers made the second run the executable compiled with the old options (`nan 
 under the old fast math, where `equinox.filter_jit` and `jax.jit` give `nan`). XLA's CPU fast
 math is the option a result shows: with it, `x * 0.0` folds to `0.0` for a NaN or an infinity."""
 
+from collections.abc import Callable
+from typing import Any
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +27,7 @@ def _times_zero_too(x):
     return x * 0.0
 
 
-def _run(fn, options):
+def _run(fn: Callable, options: dict[str, Any]) -> tuple[np.ndarray, bool]:
     w = es.filter_jit(fn, compiler_options=options)
     out = np.asarray(w(X))
     want = np.asarray(eqx.filter_jit(fn, compiler_options=options)(X))
