@@ -56,6 +56,7 @@ def filter_jit(
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
     verify: bool | None = None,
+    **jitkwargs: Any,
 ) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
 
 
@@ -67,6 +68,7 @@ def filter_jit(
     max_traces: int | None = None,
     on_recompile: OnRecompile = "ignore",
     verify: bool | None = None,
+    **jitkwargs: Any,
 ) -> _JitWrapper[_P, _T]: ...
 
 

@@ -358,7 +358,9 @@ def fingerprint(
             jaxpr,
             inputs,
             (donated_args, len(donated), len(kept), len(dyn)),
-            key_of(jitkwargs),
+            # By contents, as compiled: a `compiler_options` dict changed in place since an
+            # equal program was compiled is another program (attack 15-01).
+            param_key(jitkwargs),
             context(),
             compile_only(),
             jax.default_backend(),

@@ -102,7 +102,7 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
         _by_fingerprint.pop(fp, None)
         target = None
     if target is not None and target.traces == 1:
-        entry.token = Guest(target, own)
+        entry.token = Guest(target, own, 1)
         target.guests += 1
         if miss is not None:
             call.amend(not_compiled(miss, target.compile_seconds, "reused"))

@@ -114,12 +114,13 @@ class Guest:
 
     __slots__ = ("target", "own", "program", "jitted")
 
-    def __init__(self, target: Token, own: Token | None = None):
+    def __init__(self, target: Token, own: Token | None, matched: int):
+        # `matched`: the target's trace count when its trace was compared, read once by the
+        # caller (a count read again here could take in a trace the owner made since).
         self.target = target
         self.own = own
         self.program = target.program
         real = target.jitted
-        matched = target.traces
 
         def jitted(donated: list, kept: list, dyn: Any, _: Any) -> Any:
             if target.traces != matched:
