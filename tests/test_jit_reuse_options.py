@@ -8,15 +8,23 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import eqxstable as es
+from eqxstable._jit._fingerprint import AVAILABLE as REUSES
 
 
 X = jnp.array([np.nan, 1.0, np.inf], dtype=jnp.float32)
 FAST = "xla_cpu_enable_fast_math"
+# Older XLA (JAX 0.5's) keeps the NaN under fast math: no result shows the option there.
+SHOWN = (
+    np.asarray(jax.jit(lambda x: x * 0.0, compiler_options={FAST: True})(X)).tolist() == [0.0] * 3
+)
+NEEDS_FAST_MATH = pytest.mark.skipif(not SHOWN, reason="this XLA's fast math keeps NaN * 0")
+NEEDS_REUSE = pytest.mark.skipif(not REUSES, reason="no reuse by jaxpr on this JAX (`_compat`)")
 
 
 def _times_zero(x):
@@ -42,6 +50,7 @@ def _fresh():
     es.clear_caches()
 
 
+@NEEDS_FAST_MATH
 def test_fast_math_is_seen_on_cpu():
     # The witness: without it, the tests below could not fail.
     fast, _ = _run(_times_zero, {FAST: True})
@@ -50,6 +59,7 @@ def test_fast_math_is_seen_on_cpu():
     assert np.isnan(slow[0]) and slow[1] == 0.0 and np.isnan(slow[2])
 
 
+@NEEDS_FAST_MATH
 @pytest.mark.parametrize("second", [_times_zero, _times_zero_too], ids=["same", "another"])
 def test_options_changed_in_place_are_another_program(second):
     options = {FAST: True}
@@ -59,6 +69,7 @@ def test_options_changed_in_place_are_another_program(second):
     assert np.isnan(out[0]) and compiled
 
 
+@NEEDS_REUSE
 def test_equal_options_in_another_dict_still_reuse():
     _run(_times_zero, {FAST: False})
     out, compiled = _run(_times_zero_too, {FAST: False})
