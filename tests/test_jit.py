@@ -2,6 +2,7 @@
 rebuilt statics hit, and keys are type-exact."""
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -147,6 +148,39 @@ def test_donate_warn_keeps_jax_warning():
     jitted = es.filter_jit(lambda a: a.sum(), donate="warn")
     with pytest.warns(UserWarning, match="Some donated buffers were not usable"):
         jitted(jnp.ones(3))
+
+
+def _sums(a, b):
+    return (a * 2).sum()
+
+
+def _sums_too(a, b):
+    return (a * 2).sum()
+
+
+def _donation_warnings(call: Callable[[], Any]) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return sum("Some donated buffers were not usable" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("first", ["all", "warn"])
+@pytest.mark.parametrize("second", ["warn", "warn-except-first"])
+def test_donate_warn_warns_where_a_program_of_an_equal_trace_was_compiled(first, second):
+    # Attack 15-03: a function whose trace matches a compiled program runs it without
+    # compiling, and JAX warns while compiling: a warning mode compiles its own, and warns
+    # as `equinox.filter_jit` does for the same fresh function.
+    jax.clear_caches()  # JAX compiles an equal computation once, and warns once.
+    want = _donation_warnings(
+        lambda: eqx.filter_jit(_sums_too, donate=second)(jnp.ones(3), jnp.ones(4))
+    )
+    jax.clear_caches()
+    es.clear_caches()
+    _donation_warnings(lambda: es.filter_jit(_sums, donate=first)(jnp.ones(3), jnp.ones(4)))
+    later = es.filter_jit(_sums_too, donate=second)
+    shown = _donation_warnings(lambda: later(jnp.ones(3), jnp.ones(4)))
+    assert shown == want == (1 if second == "warn" else 0)
 
 
 def test_lower_and_compile():

@@ -95,7 +95,10 @@ def first_call(program: Any, call: Call, entry: Any, donated: list, kept: list, 
     pinned = runs_python(traced.jaxpr)
     if pinned:
         fp = None
-    target = _by_fingerprint.get(fp) if fp is not None else None
+    # A wrapper that shows JAX's "donated buffers were not usable" (`donate="warn"`) compiles
+    # its own: the warning is made while compiling, which a reused program skips (attack 15-03).
+    shows = donated and not call.wrapper._state.filter_warning
+    target = _by_fingerprint.get(fp) if fp is not None and not shows else None
     if target is not None and target.program is None:
         # Its program was collected while JAX's trace cache kept the token alive: nothing to
         # run (its `jitted` raised AttributeError); this entry's own token takes its place.
