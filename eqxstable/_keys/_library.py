@@ -16,6 +16,7 @@ import numpy as np
 from . import _dtypes
 from ._context import compound, Ctx, key
 from ._dtypes import dtype_key
+from ._fallbacks import identity
 from ._per_class import type_ids
 from ._state import impure_library, unreadable
 from ._types import Equal, Namespace
@@ -57,8 +58,13 @@ def _negative(n: int) -> int:
 
 
 def fraction(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-fraction`: numerator and denominator (ints, always in lowest terms)."""
-    return (type(obj), obj.numerator, obj.denominator)
+    """`K-fraction`: numerator and denominator (in lowest terms), where both are exactly `int`.
+    `Fraction` keeps a rational's own integer type (`Fraction(np.int64(3))` holds NumPy ints,
+    which wrap and promote otherwise: attack 15b-02): any other, this very object."""
+    num, den = obj.numerator, obj.denominator
+    if type(num) is not int or type(den) is not int:
+        return identity(obj, ctx)
+    return (type(obj), num, den)
 
 
 @compound
@@ -140,7 +146,10 @@ def pattern(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 
 @compound
 def uuid_(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-uuid`: the 128-bit value and `is_safe`."""
+    """`K-uuid`: the 128-bit value and `is_safe`. `UUID(int=...)` keeps the integer it is given
+    as it is (`np.int64(5)`, `True`: attack 15b-04): other than exactly `int`, this very object."""
+    if type(obj.int) is not int:
+        return identity(obj, ctx)
     return (type(obj), obj.int, key(obj.is_safe, ctx, False))
 
 
@@ -195,10 +204,18 @@ def _jax_values() -> tuple[type, ...]:
 # JAX itself keys its caches by their `==`, which is exact and covers their whole state.
 JAX_VALUES = _jax_values()
 JAX_VALUE_IDS = type_ids(JAX_VALUES)
+# Those with a `shape` tuple of dimensions (an `AbstractMesh`'s `shape` is its axes).
+_SHAPED = tuple(t for t in JAX_VALUES if t.__name__ in ("ShapeDtypeStruct", "ShapedArray"))
 
 
 def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
-    """`K-jax-value`: JAX's `==` within the exact type, substituted."""
+    """`K-jax-value`: JAX's `==` within the exact type, substituted. A shape JAX keeps as given
+    and compares with Python's `==` (a `ShapeDtypeStruct`'s: `(np.int64(3),)` equals `(3,)`,
+    yet `x * s.shape[0]` promotes otherwise: attack 15b-01) counts only when every dimension is
+    exactly `int`; else this very object."""
+    shape = obj.shape if type(obj) in _SHAPED else ()
+    if not all(type(d) is int for d in shape):
+        return identity(obj, ctx)
     return Equal(obj, hash(obj))
 
 
