@@ -86,3 +86,13 @@ def test_a_fraction_of_numpy_ints_wraps_as_eagerly():
     with np.errstate(over="ignore"):
         assert float(jitted(x, exact)) == float(np.float32(3**40))
         assert float(jitted(x, wrapped)) == float(power(x, wrapped)) != float(power(x, exact))
+
+
+def test_a_struct_whose_dtype_holds_metadata_keeps_its_own_key():
+    # NumPy's dtype `==` ignores metadata, and so does JAX's struct `==` (attack 15b-01).
+    tagged = jax.ShapeDtypeStruct((3,), np.dtype("f4", metadata={"unit": "m"}))
+    plain = jax.ShapeDtypeStruct((3,), np.float32)
+    assert tagged == plain and es.stable_key(tagged) != es.stable_key(plain)
+    assert es.stable_key(plain) == es.stable_key(jax.ShapeDtypeStruct((3,), np.float32))
+    es.intern(plain)
+    assert es.intern(tagged) is tagged

@@ -212,10 +212,14 @@ def jax_value(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     """`K-jax-value`: JAX's `==` within the exact type, substituted. A shape JAX keeps as given
     and compares with Python's `==` (a `ShapeDtypeStruct`'s: `(np.int64(3),)` equals `(3,)`,
     yet `x * s.shape[0]` promotes otherwise: attack 15b-01) counts only when every dimension is
-    exactly `int`; else this very object."""
-    shape = obj.shape if type(obj) in _SHAPED else ()
-    if not all(type(d) is int for d in shape):
-        return identity(obj, ctx)
+    exactly `int` and a NumPy dtype is a plain one (`_dtypes.fixed`); else this very object."""
+    if type(obj) in _SHAPED:
+        dtype = obj.dtype
+        if not all(type(d) is int for d in obj.shape) or (
+            # A dtype with metadata or fields: NumPy's `==` ignores the metadata.
+            isinstance(dtype, np.dtype) and not _dtypes.fixed(dtype)
+        ):
+            return identity(obj, ctx)
     return Equal(obj, hash(obj))
 
 
