@@ -51,17 +51,6 @@ _MSG_NOT_CALLABLE = (
 
 @overload
 def filter_jit(
-    *,
-    donate: Donate = "none",
-    max_traces: int | None = None,
-    on_recompile: OnRecompile = "ignore",
-    verify: bool | None = None,
-    **jitkwargs: Any,
-) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
-
-
-@overload
-def filter_jit(
     fun: Callable[_P, _T],
     *,
     donate: Donate = "none",
@@ -70,6 +59,17 @@ def filter_jit(
     verify: bool | None = None,
     **jitkwargs: Any,
 ) -> _JitWrapper[_P, _T]: ...
+
+
+@overload
+def filter_jit(
+    *,
+    donate: Donate = "none",
+    max_traces: int | None = None,
+    on_recompile: OnRecompile = "ignore",
+    verify: bool | None = None,
+    **jitkwargs: Any,
+) -> Callable[[Callable[_P, _T]], _JitWrapper[_P, _T]]: ...
 
 
 def filter_jit(
