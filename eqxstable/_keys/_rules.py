@@ -124,6 +124,8 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # A structure held as a value: its node types and node data by value, node by node (its
     # own `==` and, on older jaxlib, its pickled state make `1` and `1.0` in node data one key).
     try:
+        if obj.num_nodes > _PLAIN_FROM and _plain(obj):
+            return ("treedef-plain", str(obj))
         data = obj.node_data()
         children = obj.children()
     except Exception:  # noqa: BLE001
@@ -137,6 +139,21 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
         # A dict node's key list is made afresh by each `node_data()`: nobody else holds it.
         data = (node_type, tuple(aux))
     return ("treedef", key(data, ctx, False), tuple(key(c, ctx, False) for c in children))
+
+
+# A large structure of tuples, lists and `None` only (attack 15b-05: a static treedef of 12,000
+# leaves walked node by node ran past the object budget, and every call traced): its text names
+# every node exactly (`(*, None)`, `[*]`, `(*,)`), and it holds no node data to key.
+_PLAIN_FROM = 512
+
+
+def _plain(treedef: Any) -> bool:
+    """Whether every node of `treedef` is a tuple, a list or `None`: no node data anywhere
+    (JAX's walk, in C, hands each node's data to `seen`), and no other node type in its text."""
+    data: list = []
+    seen = data.append
+    treedef.walk(lambda _, d: seen(d), lambda _: None, [None] * treedef.num_leaves)
+    return not any(d is not None for d in data) and "CustomNode" not in str(treedef)
 
 
 def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
