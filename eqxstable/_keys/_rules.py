@@ -124,8 +124,8 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
     # A structure held as a value: its node types and node data by value, node by node (its
     # own `==` and, on older jaxlib, its pickled state make `1` and `1.0` in node data one key).
     try:
-        if obj.num_nodes > _PLAIN_FROM and _plain(obj):
-            return ("treedef-plain", str(obj))
+        if obj.num_nodes > _PLAIN_FROM and (text := _plain_text(obj)) is not None:
+            return ("treedef-plain", text)
         data = obj.node_data()
         children = obj.children()
     except Exception:  # noqa: BLE001
@@ -147,13 +147,17 @@ def _treedef(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
 _PLAIN_FROM = 512
 
 
-def _plain(treedef: Any) -> bool:
-    """Whether every node of `treedef` is a tuple, a list or `None`: no node data anywhere
-    (JAX's walk, in C, hands each node's data to `seen`), and no other node type in its text."""
+def _plain_text(treedef: Any) -> str | None:
+    """The text of `treedef` where every node is a tuple, a list or `None` (no node data
+    anywhere: JAX's walk, in C, hands each node's data to `seen`; no other node type in its
+    text), else `None`."""
     data: list = []
     seen = data.append
     treedef.walk(lambda _, d: seen(d), lambda _: None, [None] * treedef.num_leaves)
-    return not any(d is not None for d in data) and "CustomNode" not in str(treedef)
+    if any(d is not None for d in data):
+        return None
+    text = str(treedef)
+    return None if "CustomNode" in text else text
 
 
 def hash_without_eq(obj: Any, ctx: Ctx, content_ok: bool) -> Any:
